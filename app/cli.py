@@ -1,0 +1,116 @@
+"""The ``toolgate`` command line (DESIGN §9).
+
+    toolgate serve [--bind HOST:PORT]
+    toolgate token --sub S --tenant T --role R [--role R2] [--ttl SECONDS]
+    toolgate replay FILE.jsonl --url URL [--sub S --tenant T --role R] [--json]
+    toolgate policy test [DIR]
+
+Exit codes: 0 success, 1 a check failed (policy tests, replay errors), 2 usage or settings error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from app.settings import PROJECT_ROOT, SettingsError, load_settings
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """Replace this process with gunicorn running ``app.wsgi:app`` under gunicorn.conf.py."""
+    load_settings()  # report invalid settings before gunicorn starts
+    if args.bind:
+        os.environ["TOOLGATE_BIND"] = args.bind
+    argv = [sys.executable, "-m", "gunicorn", "-c", str(PROJECT_ROOT / "gunicorn.conf.py")]
+    os.execv(sys.executable, argv)
+    return 0  # pragma: no cover
+
+
+def _token(args: argparse.Namespace) -> int:
+    from app.auth import mint_dev_token
+
+    settings = load_settings()
+    try:
+        token = mint_dev_token(settings, sub=args.sub, tenant=args.tenant, roles=args.role or [], ttl_s=args.ttl)
+    except RuntimeError as exc:
+        print(f"toolgate token: {exc}", file=sys.stderr)
+        return 2
+    print(token)
+    return 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from app.replay import ReplayIdentity, format_report, replay_file
+
+    identity = ReplayIdentity(sub=args.sub, tenant=args.tenant, roles=tuple(args.role or ()))
+    try:
+        report = replay_file(Path(args.file), args.url, identity, settings=load_settings(), timeout_s=args.timeout)
+    except (OSError, ValueError, RuntimeError) as exc:
+        print(f"toolgate replay: {exc}", file=sys.stderr)
+        return 2
+    print(format_report(report, as_json=args.json))
+    return 0 if report.errors == 0 else 1
+
+
+def _policy_test(args: argparse.Namespace) -> int:
+    from app.policy_testing import PolicyLoadError, run_policy_tests
+
+    directory = Path(args.dir) if args.dir else load_settings().policy_dir
+    try:
+        report = run_policy_tests(directory)
+    except PolicyLoadError as exc:
+        print(f"toolgate policy test: {exc}", file=sys.stderr)
+        return 1
+    print(report.format_text())
+    return 0 if report.ok else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(prog="toolgate", description="Policy decision point for AI tool calls.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the gateway under gunicorn")
+    serve.add_argument("--bind", help="HOST:PORT (default TOOLGATE_BIND or 127.0.0.1:8080)")
+    serve.set_defaults(func=_serve)
+
+    token = sub.add_parser("token", help="print a development token (refused in production)")
+    token.add_argument("--sub", required=True)
+    token.add_argument("--tenant", required=True)
+    token.add_argument("--role", action="append", help="repeat for several roles")
+    token.add_argument("--ttl", type=int, default=3600, help="lifetime in seconds (default 3600)")
+    token.set_defaults(func=_token)
+
+    replay = sub.add_parser("replay", help="dry-run recorded tool calls against a running gateway")
+    replay.add_argument("file", help="JSONL file: {tool, version?, input} or AgentDojo {function, args}")
+    replay.add_argument("--url", required=True, help="gateway base URL, e.g. http://127.0.0.1:8080")
+    replay.add_argument("--sub", default="replay-user")
+    replay.add_argument("--tenant", default="replay")
+    replay.add_argument("--role", action="append")
+    replay.add_argument("--json", action="store_true", help="print one JSON document")
+    replay.add_argument("--timeout", type=float, default=10.0, help="per-request timeout in seconds")
+    replay.set_defaults(func=_replay)
+
+    policy = sub.add_parser("policy", help="policy tools")
+    policy_sub = policy.add_subparsers(dest="policy_command", required=True)
+    ptest = policy_sub.add_parser("test", help="run the Rego tests (*_test.rego) with the embedded engine")
+    ptest.add_argument("dir", nargs="?", help="policy directory (default TOOLGATE_POLICY_DIR)")
+    ptest.set_defaults(func=_policy_test)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``toolgate`` console script; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except SettingsError as exc:
+        print(f"toolgate: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

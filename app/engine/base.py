@@ -1,0 +1,111 @@
+"""The policy engine interface and the strict normalization of whatever an engine returns.
+
+Normalization (DESIGN §3): only an object whose ``decision`` is exactly ``allow``, ``deny`` or
+``user-approval`` counts. Anything else (a bare ``true``, ``"false"``, ``"yes"``, ``1``, ``{}``,
+a list, an unknown word, reasons that are not a list of strings, no result at all) becomes a
+``deny`` with the stable reason ``"no policy decision"``; the detail goes to the log and the
+``toolgate_policy_invalid_results_total`` metric.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+from app.models import PolicyDecision
+
+log = logging.getLogger(__name__)
+
+NO_POLICY_DECISION = "no policy decision"
+_WORDS = ("allow", "deny", "user-approval")
+_MAX_REASONS = 32
+_MAX_REASON_CHARS = 500
+
+
+class PolicyEngine(Protocol):
+    """What the decide pipeline needs from a policy engine."""
+
+    #: ``"embedded"`` or ``"opa"``; recorded in the decision log.
+    name: str
+
+    def evaluate(self, policy_input: dict[str, Any], *, traceparent: str | None = None) -> PolicyDecision:
+        """Evaluate the decision document for ``policy_input``.
+
+        Returns a normalized decision (never raises for a malformed result: that is a deny).
+        Raises ``DependencyUnavailable`` on evaluation errors, conflict errors, timeouts and
+        connection errors.
+        """
+
+    def revision(self) -> str:
+        """The policy revision in force (content hash or bundle revision)."""
+
+    def probe(self) -> None:
+        """Readiness check: raises ``DependencyUnavailable`` when the engine cannot answer."""
+
+
+class InvalidPolicyResult(Exception):
+    """Raised inside normalization; turned into the fail-closed deny."""
+
+
+def _string_list(value: Any, what: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise InvalidPolicyResult(f"{what} is not a list of strings")
+    return tuple(v[:_MAX_REASON_CHARS] for v in value[:_MAX_REASONS])
+
+
+def _parse(result: Any) -> PolicyDecision:
+    if not isinstance(result, dict):
+        raise InvalidPolicyResult(f"result is a {type(result).__name__}, not an object")
+    word = result.get("decision")
+    if not isinstance(word, str) or word not in _WORDS:
+        raise InvalidPolicyResult("decision is missing or not one of allow, deny, user-approval")
+    if "reasons" in result:
+        reasons = _string_list(result["reasons"], "reasons")
+    elif isinstance(result.get("reason"), str):
+        reasons = (result["reason"][:_MAX_REASON_CHARS],)
+    elif "reason" in result:
+        raise InvalidPolicyResult("reason is not a string")
+    else:
+        reasons = ()
+    approval = result.get("approval")
+    fields: dict[str, Any] = {}
+    if approval is not None:
+        if not isinstance(approval, dict):
+            raise InvalidPolicyResult("approval is not an object")
+        if "reason" in approval:
+            if not isinstance(approval["reason"], str):
+                raise InvalidPolicyResult("approval.reason is not a string")
+            fields["approval_reason"] = approval["reason"][:_MAX_REASON_CHARS]
+        if "approver_roles" in approval:
+            fields["approver_roles"] = _string_list(approval["approver_roles"], "approval.approver_roles")
+        if "ttl_s" in approval:
+            ttl = approval["ttl_s"]
+            if isinstance(ttl, bool) or not isinstance(ttl, int) or not 0 < ttl <= 7 * 86_400:
+                raise InvalidPolicyResult("approval.ttl_s is not a positive integer of at most 7 days")
+            fields["approval_ttl_s"] = ttl
+    return PolicyDecision(decision=word, reasons=reasons, **fields)
+
+
+def normalize(result: Any, *, defined: bool = True, engine_decision_id: str | None = None) -> PolicyDecision:
+    """Turn a raw engine result into a ``PolicyDecision``; anything unusable is a deny.
+
+    ``defined=False`` means the engine answered without a result (undefined document).
+    """
+    from app import metrics
+
+    try:
+        if not defined:
+            raise InvalidPolicyResult("the decision document is undefined (no result)")
+        decision = _parse(result)
+    except InvalidPolicyResult as exc:
+        log.warning("no policy decision: %s", exc, extra={"event": "policy_result_invalid", "detail": str(exc)})
+        metrics.POLICY_INVALID_RESULTS.inc()
+        return PolicyDecision(
+            decision="deny",
+            reasons=(NO_POLICY_DECISION,),
+            normalized_from_invalid=True,
+            engine_decision_id=engine_decision_id,
+        )
+    if engine_decision_id:
+        decision = decision.model_copy(update={"engine_decision_id": engine_decision_id})
+    return decision

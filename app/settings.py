@@ -1,0 +1,181 @@
+"""Settings: the only reader of environment variables (prefix ``TOOLGATE_``, DESIGN §9).
+
+``load_settings()`` reads the environment once and reports every invalid setting together
+(``SettingsError`` lists them all). Names carry their units (``_ms``, ``_s``, ``_bytes``);
+secrets are ``SecretStr``. Development conveniences (the built-in HS256 development secret)
+are loud when on and refused when ``TOOLGATE_ENV=production``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+log = logging.getLogger(__name__)
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+#: Well-known development secret: lets `toolgate token` mint tokens the local gateway accepts.
+#: Refused in production.
+DEV_HS256_SECRET = "toolgate-development-secret-not-for-production-use"
+DEV_ISSUER = "https://toolgate.dev.local"
+DEV_AUDIENCE = "toolgate"
+
+ASYMMETRIC_ALGORITHMS = {"RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256", "EdDSA"}
+SUPPORTED_ALGORITHMS = ASYMMETRIC_ALGORITHMS | {"HS256"}
+
+
+class SettingsError(ValueError):
+    """Raised by ``load_settings`` with every problem found, one per line."""
+
+
+def _split_csv(value: object) -> object:
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+class Settings(BaseSettings):
+    """Frozen configuration of one gateway process. See README "Settings" for each name."""
+
+    model_config = SettingsConfigDict(env_prefix="TOOLGATE_", frozen=True, extra="ignore")
+
+    env: Literal["development", "production"] = "development"
+
+    # Policy engine
+    engine: Literal["embedded", "opa"] = "embedded"
+    opa_url: str = "http://127.0.0.1:8181"
+    decision_path: str = Field("toolgate/decision", pattern=r"^[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*$")
+    opa_connect_timeout_ms: int = Field(50, gt=0, le=60_000)
+    opa_read_timeout_ms: int = Field(250, gt=0, le=60_000)
+    opa_max_attempts: int = Field(3, ge=1, le=10)
+    opa_deadline_ms: int = Field(2000, gt=0, le=120_000)
+    opa_backoff_base_ms: int = Field(50, ge=0, le=10_000)
+    opa_backoff_cap_ms: int = Field(1000, ge=0, le=60_000)
+    opa_retry_budget_ratio: float = Field(0.2, ge=0, le=1)
+    opa_retry_budget_floor: int = Field(10, ge=0, le=10_000)
+    policy_dir: Path = PROJECT_ROOT / "policies"
+    contracts_dir: Path = PROJECT_ROOT / "contracts"
+    dynamic_tool_max_input_bytes: int = Field(16_384, gt=0)
+
+    # Request limits
+    max_body_bytes: int = Field(65_536, gt=0, le=16 * 1024 * 1024)
+    max_authorization_bytes: int = Field(8192, gt=0, le=65_536)
+    max_input_depth: int = Field(32, gt=0, le=512)
+
+    # Redis (idempotency, approvals)
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_cluster: bool = False
+    redis_socket_timeout_ms: int = Field(100, gt=0, le=60_000)
+    idempotency_lease_s: int = Field(60, gt=0, le=86_400)
+    idempotency_retention_s: int = Field(86_400, gt=0, le=30 * 86_400)
+
+    # Decision log
+    audit_dsn: str = str(PROJECT_ROOT / "var" / "decisions.sqlite")
+    audit_key_hash_secret: SecretStr = SecretStr("toolgate-development-audit-key-hash-secret")
+
+    # Authentication (JWT)
+    jwt_algorithms: Annotated[list[str], NoDecode] = ["RS256", "ES256", "EdDSA", "HS256"]
+    jwt_issuer: str = DEV_ISSUER
+    jwt_audience: str = DEV_AUDIENCE
+    jwt_jwks_url: str | None = None
+    jwt_public_key: SecretStr | None = None
+    jwt_hs256_secret: SecretStr | None = None
+    jwt_leeway_s: int = Field(30, ge=0, le=600)
+    jwt_tenant_claim: str = "tenant"
+    jwt_roles_claim: str = "roles"
+    jwt_jwks_cache_s: int = Field(300, gt=0, le=86_400)
+    jwt_jwks_refetch_cooldown_s: int = Field(10, ge=0, le=3600)
+    jwt_jwks_timeout_ms: int = Field(2000, gt=0, le=30_000)
+    jwt_jwks_grace_s: int = Field(3600, ge=0, le=7 * 86_400)
+
+    # Approvals
+    approval_keys: SecretStr | None = None
+    approval_default_ttl_s: int = Field(900, gt=0, le=7 * 86_400)
+    approval_default_approver_roles: Annotated[list[str], NoDecode] = ["approver"]
+
+    # Server
+    bind: str = "127.0.0.1:8080"
+    workers: int = Field(2, ge=1, le=64)
+    threads: int = Field(4, ge=1, le=256)
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @field_validator("jwt_algorithms", "approval_default_approver_roles", mode="before")
+    @classmethod
+    def _csv(cls, value: object) -> object:
+        return _split_csv(value)
+
+    @field_validator("jwt_algorithms")
+    @classmethod
+    def _known_algorithms(cls, value: list[str]) -> list[str]:
+        unknown = sorted(set(value) - SUPPORTED_ALGORITHMS)
+        if unknown:
+            raise ValueError(f"unsupported algorithms {unknown}; allowed: {sorted(SUPPORTED_ALGORITHMS)}")
+        if not value:
+            raise ValueError("at least one algorithm is required")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        problems: list[str] = []
+        secret = self.jwt_hs256_secret.get_secret_value() if self.jwt_hs256_secret else None
+        if secret is not None and len(secret.encode()) < 32:
+            problems.append("jwt_hs256_secret must be at least 32 bytes")
+        if self.env == "production":
+            if secret == DEV_HS256_SECRET:
+                problems.append("the development HS256 secret is refused when TOOLGATE_ENV=production")
+            if self.jwt_issuer == DEV_ISSUER or self.jwt_audience == DEV_AUDIENCE:
+                problems.append("set TOOLGATE_JWT_ISSUER and TOOLGATE_JWT_AUDIENCE in production")
+            if self.audit_key_hash_secret.get_secret_value().startswith("toolgate-development"):
+                problems.append("set TOOLGATE_AUDIT_KEY_HASH_SECRET in production")
+            if not (self.jwt_jwks_url or self.jwt_public_key or secret):
+                problems.append("production needs TOOLGATE_JWT_JWKS_URL, TOOLGATE_JWT_PUBLIC_KEY or TOOLGATE_JWT_HS256_SECRET")
+        if self.jwt_jwks_url and self.jwt_public_key:
+            problems.append("set only one of jwt_jwks_url and jwt_public_key")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @property
+    def uses_dev_secret(self) -> bool:
+        """True when no key material is configured and the development HS256 secret is used."""
+        return self.env == "development" and not (
+            self.jwt_hs256_secret or self.jwt_jwks_url or self.jwt_public_key
+        )
+
+    @property
+    def hs256_secret(self) -> str | None:
+        """The HS256 secret in force: the configured one, else the development one in development."""
+        if self.jwt_hs256_secret is not None:
+            return self.jwt_hs256_secret.get_secret_value()
+        if self.uses_dev_secret:
+            return DEV_HS256_SECRET
+        return None
+
+
+def load_settings(**overrides: object) -> Settings:
+    """Read the environment (plus ``overrides``) into a frozen ``Settings``.
+
+    Raises ``SettingsError`` naming every invalid setting at once. Logs a warning when a
+    development convenience is on.
+    """
+    try:
+        settings = Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err["loc"]) or "settings"
+            name = f"TOOLGATE_{where.upper()}" if err["loc"] else where
+            lines.append(f"{name}: {err['msg']}")
+        raise SettingsError("invalid settings:\n  " + "\n  ".join(lines)) from None
+    if settings.uses_dev_secret:
+        log.warning(
+            "development mode: accepting HS256 tokens signed with the built-in development secret; "
+            "never use this in production",
+            extra={"event": "insecure_dev_secret"},
+        )
+    return settings

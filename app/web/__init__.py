@@ -1,0 +1,15 @@
+"""Everything Flask-specific: blueprints, request ids, the one error handler, request logs."""
+
+from __future__ import annotations
+
+from flask import Flask
+
+from app.web import decide, errors, health, openapi, requests, tools
+
+
+def register(app: Flask) -> None:
+    """Attach request-id handling, the error handler and every blueprint to ``app``."""
+    requests.register(app)
+    errors.register(app)
+    for blueprint in (decide.bp, tools.bp, health.bp, openapi.bp):
+        app.register_blueprint(blueprint)

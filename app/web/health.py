@@ -1,0 +1,33 @@
+"""``GET /healthz`` (process up) and ``GET /readyz`` (dependencies answer)."""
+
+from __future__ import annotations
+
+from flask import Blueprint, current_app, jsonify
+
+from app.errors import ToolgateError
+from app.web.requests import request_id
+
+bp = Blueprint("health", __name__)
+
+
+@bp.get("/healthz")
+def healthz():
+    """Liveness: ``200 {"status": "ok"}`` while the process serves requests."""
+    return jsonify({"status": "ok", "request_id": request_id()})
+
+
+@bp.get("/readyz")
+def readyz():
+    """Readiness: ``{"status": "ok"|"unavailable", "checks": {name: "ok"|"unavailable"}}``;
+    ``200`` when every check passes, ``503`` otherwise. Checks: the policy engine answers."""
+    deps = current_app.extensions["toolgate"]
+    checks = {}
+    for name, probe in deps.readiness_checks().items():
+        try:
+            probe()
+            checks[name] = "ok"
+        except ToolgateError:
+            checks[name] = "unavailable"
+    ok = all(v == "ok" for v in checks.values())
+    body = {"status": "ok" if ok else "unavailable", "checks": checks, "request_id": request_id()}
+    return jsonify(body), 200 if ok else 503

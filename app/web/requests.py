@@ -1,0 +1,63 @@
+"""Request ids, trace context and the one JSON log line per request."""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import uuid
+
+from flask import Flask, Response, g, request
+
+log = logging.getLogger("toolgate.request")
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+# W3C Trace Context §3.2: version-traceid-parentid-flags, lower-case hex, not all zeros.
+_TRACEPARENT = re.compile(r"^00-(?!0{32})([0-9a-f]{32})-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$")
+
+
+def request_id() -> str:
+    """The current request id (client-supplied if valid, else generated)."""
+    return getattr(g, "request_id", None) or "unknown"
+
+
+def traceparent() -> tuple[str | None, str | None]:
+    """The valid ``traceparent`` header of this request and its trace id, else (None, None)."""
+    value = request.headers.get("traceparent", "")
+    match = _TRACEPARENT.match(value.strip().lower()) if len(value) <= 64 else None
+    return (match.group(0), match.group(1)) if match else (None, None)
+
+
+def log_fields(**fields: object) -> None:
+    """Add fields to this request's log line (tool, decision, durations in ms...)."""
+    g.setdefault("log_fields", {}).update(fields)
+
+
+def _before() -> None:
+    g.started = time.perf_counter()
+    supplied = request.headers.get("X-Request-Id", "")
+    g.request_id = supplied if _REQUEST_ID.match(supplied) else uuid.uuid4().hex
+
+
+def _after(response: Response) -> Response:
+    response.headers["X-Request-Id"] = request_id()
+    response.headers.setdefault("Cache-Control", "no-store")
+    fields = {
+        "event": "request",
+        "request_id": request_id(),
+        "method": request.method,
+        "path": request.path,
+        "status": response.status_code,
+        "duration_ms": round((time.perf_counter() - g.get("started", time.perf_counter())) * 1000, 3),
+    }
+    _, trace_id = traceparent()
+    if trace_id:
+        fields["trace_id"] = trace_id
+    fields.update(g.get("log_fields", {}))
+    log.info("request", extra=fields)
+    return response
+
+
+def register(app: Flask) -> None:
+    app.before_request(_before)
+    app.after_request(_after)
