@@ -64,7 +64,8 @@ def build_openapi() -> dict[str, Any]:
                         {"name": "Idempotency-Key", "in": "header", "required": False,
                          "schema": {"type": "string", "minLength": 1, "maxLength": 255}},
                         {"name": "X-Request-Id", "in": "header", "required": False,
-                         "schema": {"type": "string", "maxLength": 128}},
+                         "description": "Echoed when it matches ^[A-Za-z0-9._:-]{1,128}$, else replaced.",
+                         "schema": {"type": "string"}},
                     ],
                     "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("DecideRequest")}}},
                     "responses": {

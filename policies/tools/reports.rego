@@ -1,0 +1,106 @@
+# Reports: exportReport v1 (start_date, end_date as YYYY-MM-DD).
+#
+# Allowed for the roles granted it in data.roles (support_agent, admin, auditor) when the range
+# is ordered and at most data.thresholds.export_max_days long (overridable per tenant with
+# data.tenants[<tenant>].export_max_days). Days are computed with integer calendar arithmetic,
+# which, unlike time.parse_ns, cannot raise a builtin error for any year 0000-9999.
+package tools.reports
+
+import rego.v1
+
+call_of(name) if {
+	input.tool.registered == true
+	input.tool.name == name
+	input.tool.version == "1"
+}
+
+max_days := data.tenants[input.subject.tenant].export_max_days if {
+	is_number(data.tenants[input.subject.tenant].export_max_days)
+} else := data.thresholds.export_max_days
+
+# --- calendar ------------------------------------------------------------------------------
+
+# "0042" -> 42 (to_number rejects leading zeros).
+digits(s) := 0 if {
+	trim_left(s, "0") == ""
+} else := to_number(trim_left(s, "0"))
+
+leap_year(y) if {
+	y % 4 == 0
+	y % 100 != 0
+}
+
+leap_year(y) if y % 400 == 0
+
+days_in_month(y, m) := 29 if {
+	m == 2
+	leap_year(y)
+} else := 28 if {
+	m == 2
+} else := 30 if {
+	m in {4, 6, 9, 11}
+} else := 31
+
+# Days before the first of each month in a common year.
+month_offsets := [0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334]
+
+leap_day(y, m) := 1 if {
+	m > 2
+	leap_year(y)
+} else := 0
+
+# [year, month, day] of a valid calendar date "YYYY-MM-DD"; undefined otherwise.
+date_parts(s) := [y, m, d] if {
+	is_string(s)
+	regex.match(`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`, s)
+	parts := split(s, "-")
+	y := digits(parts[0])
+	m := digits(parts[1])
+	d := digits(parts[2])
+	m >= 1
+	m <= 12
+	d >= 1
+	d <= days_in_month(y, m)
+}
+
+# Days since 0000-12-31 (proleptic Gregorian): only differences matter.
+day_number(s) := n if {
+	[y, m, d] := date_parts(s)
+	p := y - 1
+	before_year := ((365 * p) + floor(p / 4)) - floor(p / 100) + floor(p / 400)
+	n := ((before_year + month_offsets[m - 1]) + leap_day(y, m)) + d
+}
+
+# --- rules ---------------------------------------------------------------------------------
+
+start := input.call.input.start_date
+
+end := input.call.input.end_date
+
+span_days := day_number(end) - day_number(start)
+
+deny contains "start_date must be a calendar date YYYY-MM-DD" if {
+	call_of("exportReport")
+	not day_number(start)
+}
+
+deny contains "end_date must be a calendar date YYYY-MM-DD" if {
+	call_of("exportReport")
+	not day_number(end)
+}
+
+deny contains "end_date must not be before start_date" if {
+	call_of("exportReport")
+	span_days < 0
+}
+
+deny contains sprintf("report range of %v days is longer than %v days", [span_days, max_days]) if {
+	call_of("exportReport")
+	span_days > max_days
+}
+
+allow if {
+	call_of("exportReport")
+	span_days >= 0
+	span_days <= max_days
+}
