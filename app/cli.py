@@ -35,7 +35,7 @@ def _token(args: argparse.Namespace) -> int:
     settings = load_settings()
     try:
         token = mint_dev_token(settings, sub=args.sub, tenant=args.tenant, roles=args.role or [], ttl_s=args.ttl)
-    except RuntimeError as exc:
+    except (RuntimeError, ValueError) as exc:
         print(f"toolgate token: {exc}", file=sys.stderr)
         return 2
     print(token)

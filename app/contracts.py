@@ -169,6 +169,14 @@ def _json_schema_validator(schema: dict[str, Any], sensitive: tuple[str, ...], w
         problems = []
         for error in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path))):
             path = _pointer(error.absolute_path)
+            if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+                known = error.schema.get("properties", {})
+                problems.extend(
+                    {"path": f"{path}/{_pointer([key])[1:]}", "message": "Extra inputs are not permitted"}
+                    for key in error.instance
+                    if key not in known
+                )
+                continue
             message = "value is not valid" if _is_sensitive(path, sensitive) else error.message
             problems.append({"path": path, "message": message[:300]})
         if problems:

@@ -1,0 +1,134 @@
+"""Hostile request bodies and headers: each gets its documented error or decision, never a
+500, and nothing in the answer leaks internals."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support.calls import auth, decide_body
+
+HEADERS = auth(roles=["support_agent"])
+
+
+def _post(client, data, *, content_type="application/json", headers=HEADERS):
+    return client.post("/v1/decide", data=data, headers={**headers, "Content-Type": content_type})
+
+
+def _error(resp, status, code="VALIDATION_ERROR"):
+    assert resp.status_code == status, resp.get_data(as_text=True)
+    body = resp.get_json()
+    assert body["ok"] is False
+    assert body["error"]["code"] == code
+    assert body["error"]["retryable"] is False
+    assert body["request_id"] == resp.headers["X-Request-Id"]
+    text = resp.get_data(as_text=True)
+    assert "Traceback" not in text and "File \"" not in text
+    return body
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param(b"not json", id="not-json"),
+        pytest.param(b"", id="empty"),
+        pytest.param(b"\xff\xfe{}", id="not-utf8"),
+        pytest.param(b'{"tool": "readFile", "tool": "deleteFile", "input": {}}', id="duplicate-key"),
+        pytest.param(b'{"tool": "readFile", "input": {"path": NaN}}', id="nan"),
+        pytest.param(b'{"tool": "readFile", "input": {"n": 1e999}}', id="huge-number"),
+        pytest.param(b"[" * 5000 + b"]" * 5000, id="deep-array"),
+    ],
+)
+def test_malformed_bodies_are_400(client, raw):
+    _error(_post(client, raw), 400)
+
+
+@pytest.mark.parametrize("raw", [b"[]", b'[{"tool": "readFile"}]', b'"x"', b"42", b"null"])
+def test_non_object_json_is_400(client, raw):
+    body = _error(_post(client, raw), 400)
+    assert body["error"]["message"] == "request body must be a JSON object"
+
+
+def test_one_mebibyte_is_413(client):
+    raw = json.dumps(decide_body("readFile", {"path": "a" * (1024 * 1024)})).encode()
+    _error(_post(client, raw), 413)
+
+
+def test_input_nested_100_deep_is_422(client):
+    nested: dict = {}
+    node = nested
+    for _ in range(100):
+        node["a"] = {}
+        node = node["a"]
+    body = _error(_post(client, json.dumps(decide_body("someDynamicTool", nested)).encode()), 422)
+    assert body["error"]["details"]["problems"][0]["path"] == "/input"
+
+
+def test_unknown_envelope_field_is_422(client):
+    """pc-13: a body asserting another caller is rejected (the acceptable alternative)."""
+    raw = decide_body("readFile", {"path": "/srv/a"}, caller={"sub": "u-root", "roles": ["admin"]})
+    body = _error(_post(client, json.dumps(raw).encode()), 422)
+    assert body["error"]["details"]["problems"] == [{"path": "/caller", "message": "Extra inputs are not permitted"}]
+
+
+def test_unknown_input_field_is_422(client):
+    raw = decide_body("readFile", {"path": "/srv/a", "mode": "rw"})
+    body = _error(_post(client, json.dumps(raw).encode()), 422)
+    assert {"path": "/mode"}.items() <= body["error"]["details"]["problems"][0].items()
+
+
+@pytest.mark.parametrize(
+    "tool_input",
+    [{"path": 42}, {"path": None}, {"path": ["a"]}, {"path": ""}, {"path": "a\u0000b"}, {}],
+)
+def test_wrong_types_are_422(client, tool_input):
+    _error(_post(client, json.dumps(decide_body("readFile", tool_input)).encode()), 422)
+
+
+@pytest.mark.parametrize("tool", ["__class__", "../x", "", "a" * 300, "x y", "tool\n", 42, None])
+def test_bad_tool_names_are_422(client, tool):
+    raw = {"tool": tool, "version": "1", "input": {}}
+    body = _error(_post(client, json.dumps(raw).encode()), 422)
+    assert body["error"]["details"]["problems"][0]["path"] == "/tool"
+
+
+def test_input_must_be_an_object(client):
+    raw = {"tool": "readFile", "version": "1", "input": ["/etc/passwd"]}
+    _error(_post(client, json.dumps(raw).encode()), 422)
+
+
+def test_unregistered_tool_name_is_a_decision_not_an_error(client):
+    resp = _post(client, json.dumps(decide_body("constructor", {"x": 1})).encode())
+    assert resp.status_code == 200
+    assert resp.get_json()["decision"] == "deny"
+
+
+def test_bad_request_id_is_replaced(client):
+    resp = client.post("/v1/decide", json=decide_body("readFile", {"path": "/srv/a"}),
+                       headers={**HEADERS, "X-Request-Id": "bad id\twith spaces"})
+    assert resp.headers["X-Request-Id"] != "bad id\twith spaces"
+    good = client.post("/v1/decide", json=decide_body("readFile", {"path": "/srv/a"}),
+                       headers={**HEADERS, "X-Request-Id": "req-123:abc"})
+    assert good.headers["X-Request-Id"] == "req-123:abc"
+    assert good.get_json()["request_id"] == "req-123:abc"
+
+
+def test_unknown_route_and_method_are_structured(client):
+    _error(client.get("/v1/nothing-here"), 404, "NOT_FOUND")
+    resp = client.get("/v1/decide", headers=HEADERS)
+    _error(resp, 405)
+    assert "POST" in resp.headers["Allow"]
+
+
+def test_uncaught_exception_is_500_without_leak(app, client, monkeypatch):
+    deps = app.extensions["toolgate"]
+
+    def explode(*args, **kwargs):
+        raise RuntimeError("secret internal detail")
+
+    monkeypatch.setattr(deps.engine, "evaluate", explode)
+    resp = client.post("/v1/decide", json=decide_body("readFile", {"path": "/srv/a"}), headers=HEADERS)
+    body = _error(resp, 500, "INTERNAL_ERROR")
+    assert "secret internal detail" not in resp.get_data(as_text=True)
+    assert body["error"]["message"] == "internal error"
