@@ -20,6 +20,7 @@ from tests.conftest import CONTRACTS_DIR, POLICY_DIR
 from tests.support.jwks_server import JwksServer
 from tests.support.calls import AUDIENCE, ISSUER
 from tests.support.keys import EC1, K1, jwks
+from tests.support.opa_server import OpaTestServer
 
 @pytest.fixture(scope="session")
 def jwks_server():
@@ -69,3 +70,18 @@ def app(make_app):
 @pytest.fixture
 def client(app):
     return app.test_client()
+
+
+@pytest.fixture
+def opa_server():
+    """The OPA REST Data API test server (answers from the embedded engine; scriptable)."""
+    server = OpaTestServer(POLICY_DIR)
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def sidecar_client(make_app, opa_server):
+    """A client of an app that uses the OPA sidecar engine (the test server)."""
+    return make_app(engine="opa", opa_url=opa_server.url).test_client()
