@@ -42,12 +42,14 @@ _RETRYABLE_STATUS = {429, 502, 503, 504}
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
     """Seconds to wait from a ``Retry-After`` value (RFC 9110 §10.2.3), or None when absent or
-    invalid. Accepts non-negative whole delta-seconds or an HTTP-date; never negative."""
+    invalid. Accepts non-negative whole delta-seconds (at most 10 digits) or an HTTP-date;
+    never negative."""
     if value is None:
         return None
     value = value.strip()
     if value.isdigit():
-        return float(min(int(value[:12]), 10**9))
+        # More than 10 digits (over 300 years) is not a delay a server means: ignore it.
+        return float(value) if len(value) <= 10 else None
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):

@@ -1,0 +1,107 @@
+"""The shared retry cases (../shared/cases/jwt-retry-cases.jsonl, area retry) against the OPA
+sidecar path: per-attempt timeout, at most 3 attempts, one 2 s deadline, full-jitter backoff
+(base 50 ms, cap 1 s), Retry-After honoured, a retry budget. The sidecar is the scriptable OPA
+REST Data API test server (no OPA binary can be installed here)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from app.engine.opa_http import parse_retry_after
+from tests.support.calls import auth, decide_body
+from tests.support.opa_server import Behaviour
+from tests.support.servers import free_port
+
+PAYLOAD_A = decide_body("readFile", {"path": "/srv/reports/q1.csv"})
+
+
+def _post(client):
+    headers = {**auth(roles=["support_agent"]), "Idempotency-Key": f"idem-{uuid.uuid4().hex}"}
+    started = time.monotonic()
+    resp = client.post("/v1/decide", json=PAYLOAD_A, headers=headers)
+    return resp, time.monotonic() - started
+
+
+def _gaps(server):
+    times = [c["time"] for c in server.calls]
+    return [b - a for a, b in zip(times, times[1:])]
+
+
+def test_retry_001_one_503_then_success(sidecar_client, opa_server):
+    opa_server.script(Behaviour(status=503))
+    resp, latency = _post(sidecar_client)
+    assert resp.status_code == 200 and resp.get_json()["decision"] == "allow"
+    assert len(opa_server.calls) == 2
+    assert 0 <= _gaps(opa_server)[0] <= min(1.0, 0.05 * 2**1) + 0.02 + 0.05  # + request time
+    assert latency < 2.0
+
+
+def test_retry_003_retry_after_beyond_deadline_stops(sidecar_client, opa_server):
+    opa_server.always(Behaviour(status=503, headers={"Retry-After": "5"}))
+    resp, latency = _post(sidecar_client)
+    assert resp.status_code == 503
+    assert len(opa_server.calls) == 1
+    assert resp.headers["Retry-After"].isdigit()
+    assert latency < 2.3
+
+
+@pytest.mark.parametrize("value", ["soon", "-5", "1.5", "", "99999999999999999999"])
+def test_retry_005_invalid_retry_after_is_ignored(sidecar_client, opa_server, value):
+    opa_server.script(Behaviour(status=503, headers={"Retry-After": value}))
+    resp, _ = _post(sidecar_client)
+    assert resp.status_code == 200
+    assert len(opa_server.calls) == 2
+    assert _gaps(opa_server)[0] <= 1.0 + 0.05
+
+
+def test_retry_007_persistent_503_is_capped_at_three_attempts(sidecar_client, opa_server):
+    opa_server.always(Behaviour(status=503))
+    resp, latency = _post(sidecar_client)
+    assert resp.status_code == 503
+    assert "Retry-After" in resp.headers
+    assert len(opa_server.calls) == 3
+    assert latency < 2.3
+
+
+def test_retry_009_connection_refused_is_bounded(make_app):
+    client = make_app(engine="opa", opa_url=f"http://127.0.0.1:{free_port()}").test_client()
+    resp, latency = _post(client)
+    assert resp.status_code == 503 and "Retry-After" in resp.headers
+    assert latency < 2.3
+
+
+def test_retry_011_budget_limits_amplification(sidecar_client, opa_server):
+    opa_server.always(Behaviour(status=503))
+    with ThreadPoolExecutor(max_workers=20) as pool:
+        statuses = [r.status_code for r, _ in pool.map(lambda _: _post(sidecar_client), range(200))]
+    assert statuses == [503] * 200
+    assert len(opa_server.calls) <= 200 * (1 + 0.2) + 10
+
+
+def test_retry_013_no_retry_past_the_deadline(make_app, opa_server):
+    client = make_app(engine="opa", opa_url=opa_server.url, opa_read_timeout_ms=2000).test_client()
+    opa_server.script(Behaviour(status=503, delay_s=1.8))
+    resp, latency = _post(client)
+    assert latency <= 2.3
+    assert resp.status_code in (200, 503)
+    if resp.status_code == 503:
+        assert "Retry-After" in resp.headers
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [("5", 5.0), ("0", 0.0), (None, None), ("soon", None), ("-5", None), ("1.5", None), ("99999999999", None)],
+)
+def test_parse_retry_after(value, expected):
+    assert parse_retry_after(value) == expected
+
+
+def test_parse_retry_after_http_date():
+    later = time.time() + 30
+    value = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(later))
+    assert 28 <= parse_retry_after(value) <= 31
+    assert parse_retry_after("Mon, 01 Jan 2001 00:00:00 GMT") == 0.0
