@@ -87,6 +87,8 @@ def test_slower_than_read_timeout_is_503(make_app, opa_server):
 
 
 def test_connection_refused_is_503(make_app):
+    """pc-09 expects a 200 deny "policy evaluation failed"; DESIGN §3 and the gateway issue say
+    503 DEPENDENCY_UNAVAILABLE (retryable), and DESIGN wins. Either way nothing is allowed."""
     client = make_app(engine="opa", opa_url=f"http://127.0.0.1:{free_port()}").test_client()
     resp = _decide(client)
     assert resp.status_code == 503
