@@ -3,11 +3,24 @@
 gthread workers; counts from TOOLGATE_WORKERS / TOOLGATE_THREADS, bind from TOOLGATE_BIND.
 The app is not preloaded: each worker builds its own clients and its own embedded OPA engine
 after fork (a Go runtime does not survive fork reliably).
+
+Metrics: prometheus-client's multiprocess mode, so GET /metrics sums every worker. The library
+picks its storage when it is first imported, and importing ``app.settings`` imports it
+(``app`` -> ``app.pipeline`` -> ``app.metrics``), so ``PROMETHEUS_MULTIPROC_DIR`` is chosen here,
+before that import: the operator's value, else a fresh private temporary directory.
+``on_starting`` empties it (stale files of an earlier run would be summed in) and
+``child_exit`` marks an exited worker dead for live gauges; ``on_exit`` removes the directory
+if it was made here.
 """
 
 import os
+import tempfile
 
-from app.settings import load_settings
+_OWN_METRICS_DIR = None
+if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    _OWN_METRICS_DIR = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="toolgate-metrics-")
+
+from app.settings import load_settings  # noqa: E402 - after the multiprocess directory is set
 
 _settings = load_settings()
 
@@ -25,3 +38,27 @@ accesslog = None
 errorlog = "-"
 loglevel = "warning"
 limit_request_field_size = 16384
+
+
+def on_starting(server):
+    """Master, before the workers fork: create the metrics directory and remove stale files."""
+    directory = os.environ["PROMETHEUS_MULTIPROC_DIR"]
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    for name in os.listdir(directory):
+        if name.endswith(".db"):
+            os.remove(os.path.join(directory, name))
+
+
+def child_exit(server, worker):
+    """Master, after a worker exited: drop its live-gauge series (prometheus multiprocess)."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)
+
+
+def on_exit(server):
+    """Master, on shutdown: remove the metrics directory if this file created it."""
+    if _OWN_METRICS_DIR is not None:
+        import shutil
+
+        shutil.rmtree(_OWN_METRICS_DIR, ignore_errors=True)

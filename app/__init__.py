@@ -13,15 +13,34 @@ from app.settings import Settings, load_settings
 
 def build_deps(settings: Settings) -> Deps:
     """Build the pipeline's collaborators from settings (no network, no engine loaded yet)."""
+    from app.audit import open_from_settings
     from app.auth import TokenVerifier
     from app.contracts import ContractRegistry
     from app.engine import build_engine
+    from app.approvals import ApprovalService
+    from app.grants import GrantSigner
+    from app.idempotency import IdempotencyStore
+    from app.redis_client import build_redis
 
+    redis = build_redis(settings)  # the one Redis client of this process; share it
+    decision_store = open_from_settings(settings)  # creates or migrates the schema if reachable
     return Deps(
         settings=settings,
         verifier=TokenVerifier(settings),
         contracts=ContractRegistry.load(settings.contracts_dir),
         engine=build_engine(settings),
+        idempotency=IdempotencyStore(
+            redis, lease_s=settings.idempotency_lease_s, retention_s=settings.idempotency_retention_s
+        ),
+        approvals=ApprovalService(
+            redis,
+            GrantSigner(settings.approval_signing_keys),
+            default_ttl_s=settings.approval_default_ttl_s,
+            default_approver_roles=settings.approval_default_approver_roles,
+            self_approve_roles=settings.approval_self_approve_roles,
+        ),
+        decision_log=decision_store,
+        decision_reader=decision_store,
     )
 
 

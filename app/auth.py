@@ -92,6 +92,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519, rsa
 from jwt import PyJWK, PyJWKClient
 from jwt.algorithms import HMACAlgorithm
 
+from app import metrics
 from app.errors import DependencyUnavailable, ToolgateError, Unauthenticated
 from app.models import Subject
 from app.settings import Settings, SettingsError
@@ -352,7 +353,9 @@ class JwksCache:
             self._retry_not_before = now + self.failure_backoff_s
             self.last_error = _exc_text(exc)
             log.warning("JWKS fetch failed: %s", self.last_error, extra={"event": "jwks_fetch_failed"})
+            metrics.JWKS_FETCHES.labels("error").inc()
             return None
+        metrics.JWKS_FETCHES.labels("ok").inc()
         self.last_error = None
         self._retry_not_before = float("-inf")
         snapshot = _Snapshot(keys=keys, fetched_at=self._clock())

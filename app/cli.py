@@ -4,6 +4,8 @@
     toolgate token --sub S --tenant T --role R [--role R2] [--ttl SECONDS]
     toolgate replay FILE.jsonl --url URL [--sub S --tenant T --role R] [--json]
     toolgate policy test [DIR]
+    toolgate idempotency resolve --tenant T --key K --as completed|released
+    toolgate audit query|export|verify|purge ...   (app.audit.commands)
 
 Exit codes: 0 success, 1 a check failed (policy tests, replay errors), 2 usage or settings error.
 """
@@ -68,6 +70,33 @@ def _policy_test(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _idempotency_resolve(args: argparse.Namespace) -> int:
+    """Settle a blocked idempotency record; prints ``{"tenant", "key", "state"}`` as JSON.
+    Exit 1 when there is no record, its lease is still running, or Redis is unavailable."""
+    import json
+
+    from app.errors import ToolgateError, ValidationFailed
+    from app.idempotency import IdempotencyStore, Scope, validate_key
+    from app.redis_client import build_redis
+
+    settings = load_settings()
+    redis = build_redis(settings)
+    store = IdempotencyStore(redis, lease_s=settings.idempotency_lease_s, retention_s=settings.idempotency_retention_s)
+    try:
+        state = store.resolve(Scope(args.tenant, validate_key(args.key)), args.outcome)
+    except ValidationFailed as exc:
+        print(f"toolgate idempotency resolve: {exc.message}", file=sys.stderr)
+        return 2
+    except ToolgateError as exc:
+        detail = f" ({exc.log_detail})" if exc.log_detail else ""
+        print(f"toolgate idempotency resolve: {exc.message}{detail}", file=sys.stderr)
+        return 1
+    finally:
+        redis.close()
+    print(json.dumps({"tenant": args.tenant, "key": args.key, "state": state}))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(prog="toolgate", description="Policy decision point for AI tool calls.")
@@ -99,6 +128,20 @@ def build_parser() -> argparse.ArgumentParser:
     ptest = policy_sub.add_parser("test", help="run the Rego tests (*_test.rego) with the embedded engine")
     ptest.add_argument("dir", nargs="?", help="policy directory (default TOOLGATE_POLICY_DIR)")
     ptest.set_defaults(func=_policy_test)
+
+    idem = sub.add_parser("idempotency", help="idempotency records in Redis")
+    idem_sub = idem.add_subparsers(dest="idempotency_command", required=True)
+    resolve = idem_sub.add_parser(
+        "resolve", help="settle a key whose outcome is unknown: completed (it ran) or released (it may run again)"
+    )
+    resolve.add_argument("--tenant", required=True)
+    resolve.add_argument("--key", required=True, help="the idempotency key as the caller sent it")
+    resolve.add_argument("--as", dest="outcome", required=True, choices=["completed", "released"])
+    resolve.set_defaults(func=_idempotency_resolve)
+
+    from app.audit.commands import add_audit_commands
+
+    add_audit_commands(sub)
     return parser
 
 

@@ -1,8 +1,41 @@
-"""Prometheus metrics of the gateway (prometheus-client). Names carry units (``_seconds``)."""
+"""Prometheus metrics of the gateway (prometheus-client). Names carry units (``_seconds``).
+
+Every metric object of the gateway is defined here; call sites import this module and use
+the objects below. Under gunicorn the metrics are kept in prometheus-client's multiprocess
+mode (``PROMETHEUS_MULTIPROC_DIR``, set up by gunicorn.conf.py before this module is first
+imported) so that one scrape of ``GET /metrics`` sums every worker; ``render_latest`` builds
+that exposition.
+
+Label values are always from fixed sets or from the contract registry (tool names), never
+raw caller input, so a caller cannot create unbounded time series.
+
+Metrics (all counters end in ``_total``):
+
+- ``toolgate_decisions_total{tool,version,decision}``: decisions returned by /v1/decide;
+  unregistered (dynamic) tools are counted as tool=version=``_dynamic``.
+- ``toolgate_errors_total{code}``: error responses by error code (DESIGN §7).
+- ``toolgate_policy_invalid_results_total``: "no policy decision" normalizations.
+- ``toolgate_engine_errors_total{kind}``: policy engine failures; ``kind="timeout"`` counts
+  timeouts, others: connection, request, http_<status>, bad_body, evaluation, load.
+- ``toolgate_phase_seconds{phase}``: histogram of decide phase durations (``PHASES``).
+- ``toolgate_idempotency_reservations_total``, ``toolgate_idempotency_replays_total``,
+  ``toolgate_idempotency_conflicts_total{kind}`` (in_flight, fingerprint_mismatch,
+  outcome_unknown), ``toolgate_execution_reports_total{outcome}`` (completed, failed, released).
+- ``toolgate_approvals_created_total``, ``toolgate_approvals_answered_total{answer}``
+  (approved, rejected), ``toolgate_grants_rejected_total{reason}``.
+- ``toolgate_jwks_fetches_total{outcome}`` (ok, error).
+- ``toolgate_decision_log_failures_total``: decision records that could not be written.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+import os
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import REGISTRY as DEFAULT_REGISTRY
+
+#: The phases of ``toolgate_phase_seconds`` (label ``phase``), in pipeline order.
+PHASES = ("auth", "validate", "idempotency", "grant", "policy", "approval", "reserve", "log", "total")
 
 DECISIONS = Counter(
     "toolgate_decisions_total", "Decisions returned by /v1/decide.", ["tool", "version", "decision"]
@@ -17,5 +50,51 @@ PHASE_SECONDS = Histogram(
     "toolgate_phase_seconds",
     "Duration of each decide phase in seconds.",
     ["phase"],
-    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+    buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
 )
+
+IDEMPOTENCY_RESERVATIONS = Counter(
+    "toolgate_idempotency_reservations_total", "Idempotency keys reserved (state processing)."
+)
+IDEMPOTENCY_REPLAYS = Counter(
+    "toolgate_idempotency_replays_total", "Stored results replayed for a completed idempotency key."
+)
+IDEMPOTENCY_CONFLICTS = Counter(
+    "toolgate_idempotency_conflicts_total",
+    "Idempotency conflicts by kind: in_flight (409), fingerprint_mismatch (422), outcome_unknown (409).",
+    ["kind"],
+)
+EXECUTION_REPORTS = Counter(
+    "toolgate_execution_reports_total", "Execution outcomes reported by tool services, by outcome.", ["outcome"]
+)
+APPROVALS_CREATED = Counter("toolgate_approvals_created_total", "Pending approvals created by user-approval decisions.")
+APPROVALS_ANSWERED = Counter(
+    "toolgate_approvals_answered_total", "Approvals answered by an approver, by answer: approved, rejected.", ["answer"]
+)
+GRANTS_REJECTED = Counter("toolgate_grants_rejected_total", "Approval grants refused, by reason.", ["reason"])
+JWKS_FETCHES = Counter("toolgate_jwks_fetches_total", "JWKS fetches by outcome: ok, error.", ["outcome"])
+DECISION_LOG_FAILURES = Counter(
+    "toolgate_decision_log_failures_total", "Decision records that could not be written (the call failed with 503)."
+)
+
+
+def multiprocess_dir() -> str | None:
+    """The prometheus-client multiprocess directory in force (``PROMETHEUS_MULTIPROC_DIR``), or None."""
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get("prometheus_multiproc_dir") or None
+
+
+def render_latest() -> tuple[bytes, str]:
+    """The text exposition of every metric and its content type.
+
+    In multiprocess mode the values of all worker processes (live and exited) are read from
+    the multiprocess directory and summed per series; otherwise this process's default
+    registry is rendered. Raises ``OSError`` only if the multiprocess directory is unreadable.
+    """
+    directory = multiprocess_dir()
+    if directory is None:
+        return generate_latest(DEFAULT_REGISTRY), CONTENT_TYPE_LATEST
+    from prometheus_client import multiprocess
+
+    registry = CollectorRegistry()
+    multiprocess.MultiProcessCollector(registry, path=directory)
+    return generate_latest(registry), CONTENT_TYPE_LATEST

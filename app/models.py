@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 TOOL_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_.-]{0,127}$"
 VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$"
@@ -93,13 +93,60 @@ class ErrorBody(BaseModel):
 
 
 class IdempotencyInfo(BaseModel):
-    """Idempotency state of a decide response (DESIGN §4)."""
+    """Idempotency state of an ``allow`` decide response for a call with a key (DESIGN §4).
+
+    ``reserved``: the caller now owns the key; it executes the tool, then reports to
+    ``/v1/executions/<key>/complete`` or ``/fail`` (with ``reservation_token``) before
+    ``lease_expires_at`` (RFC 3339). ``replayed``: the call was settled before; do not execute
+    again: return ``result`` (``outcome: completed``) or the failure (``outcome: failed``).
+    """
 
     key: str
     state: Literal["reserved", "replayed"]
+    replayed: bool
+    reservation_token: str | None = None
     lease_expires_at: str | None = None
+    outcome: Literal["completed", "failed"] | None = None
     result: Any | None = None
-    replayed: bool | None = None
+    failure_reason: str | None = None
+
+
+REPORT_TOKEN_PATTERN = r"^[A-Za-z0-9_-]{16,64}$"
+
+
+class CompleteReport(BaseModel):
+    """Body of ``POST /v1/executions/<key>/complete``: the tool's result (any JSON value,
+    validated against the contract's output schema when it has one)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    result: Any = Field(description="The tool's result.")
+    reservation_token: str | None = Field(
+        default=None,
+        pattern=REPORT_TOKEN_PATTERN,
+        description="The reservation_token of the decide response; without it the report applies to the current reservation.",
+    )
+
+
+class FailReport(BaseModel):
+    """Body of ``POST /v1/executions/<key>/fail``: ``retryable`` releases the key, otherwise
+    the failure is stored and replayed to retries."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    retryable: StrictBool
+    reason: str = Field(min_length=1, max_length=500)
+    reservation_token: str | None = Field(default=None, pattern=REPORT_TOKEN_PATTERN)
+
+
+class ExecutionReportResponse(BaseModel):
+    """Answer to an execution report: the record's state and, for a kept record, the end of
+    its retention (RFC 3339)."""
+
+    key: str
+    state: Literal["completed", "failed", "released"]
+    retention_expires_at: str | None = None
+    request_id: str
 
 
 class ApprovalInfo(BaseModel):
@@ -108,6 +155,63 @@ class ApprovalInfo(BaseModel):
     approval_id: str
     request_reason: str
     expires_at: str
+
+
+class ApprovalAnswerBody(BaseModel):
+    """Body of ``POST /v1/approvals/<id>``: the answer, and a reason shown to the requester
+    (for a denial, it becomes the deny reason of the next decide call)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    approved: StrictBool
+    reason: str = Field(default="", max_length=500)
+
+
+class ApprovalAnswerView(BaseModel):
+    """An approver's answer as shown by the approvals API. Times are RFC 3339 UTC."""
+
+    approved: bool
+    reason: str
+    approver: str
+    answered_at: str
+    decision_id: str
+    grant_expires_at: str | None = None
+
+
+class ApprovalView(BaseModel):
+    """One approval as shown by the approvals API. ``input`` has sensitive paths redacted;
+    ``decision_id`` is the decide call that asked for approval; times are RFC 3339 UTC."""
+
+    approval_id: str
+    state: Literal["pending", "approved", "denied", "used", "expired"]
+    tool: ToolRef
+    tool_call_id: str | None
+    requester: str
+    input: dict[str, Any]
+    input_fingerprint: str
+    request_reason: str
+    approver_roles: list[str]
+    decision_id: str
+    created_at: str
+    expires_at: str
+    answer: ApprovalAnswerView | None = None
+
+
+class ApprovalResponse(BaseModel):
+    """``GET /v1/approvals/<id>`` and ``POST /v1/approvals/<id>``: the approval, and its grant
+    when the caller may hold it (the approver who approved it; the requester while it is
+    approved and unused)."""
+
+    approval: ApprovalView
+    grant: str | None = None
+    request_id: str
+
+
+class ApprovalListResponse(BaseModel):
+    """``GET /v1/approvals?state=pending``: the approvals the caller may answer."""
+
+    approvals: list[ApprovalView]
+    request_id: str
 
 
 class DecideResponse(BaseModel):

@@ -1,6 +1,7 @@
 """The decide pipeline (DESIGN §2): the ordered steps of ``POST /v1/decide``, each a small function.
 
-    decision id -> authenticate -> parse -> validate (contract) -> idempotency -> policy -> record
+    decision id -> authenticate -> parse -> validate (contract) -> idempotency -> grant check
+    -> policy -> approval (use the grant | open a pending approval) -> reserve -> record
 
 No Flask here: the web layer hands over the request facts (``DecideCall``) and renders what
 comes back. Every step may end the call with a ``ToolgateError``.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import math
 import time
 from contextlib import contextmanager
@@ -20,12 +22,18 @@ from pydantic import ValidationError
 from ulid import ULID
 
 from app import metrics
+from app.approvals import GRANT_INVALID, UNBINDABLE_INPUT, ApprovalRejected, ApprovalService, CallFacts, VerifiedApproval
+from app.audit import AuditEvent, DecisionLog, DecisionLogReader, hash_idempotency_key, is_storable
 from app.auth import TokenVerifier
 from app.contracts import ContractRegistry, ToolContract
 from app.engine import PolicyEngine
-from app.errors import ValidationFailed
+from app.errors import DependencyUnavailable, InternalError, ToolgateError, ValidationFailed
+from app.fingerprint import fingerprint
+from app.idempotency import IdempotencyStore, PendingCall, prepare as prepare_idempotency
 from app.models import DecideRequest, PolicyDecision, Subject
 from app.settings import Settings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -36,10 +44,15 @@ class Deps:
     verifier: TokenVerifier
     contracts: ContractRegistry
     engine: PolicyEngine
+    idempotency: IdempotencyStore
+    approvals: ApprovalService
+    #: Writer and reader of the decision log (one store implementing both, DESIGN §6).
+    decision_log: DecisionLog
+    decision_reader: DecisionLogReader
 
     def readiness_checks(self) -> dict[str, Callable[[], None]]:
         """Named probes for ``/readyz``; each raises ``ToolgateError`` when not ready."""
-        return {"policy_engine": self.engine.probe}
+        return {"policy_engine": self.engine.probe, "decision_log": self.decision_log.probe}
 
 
 @dataclass
@@ -82,6 +95,11 @@ class DecideContext:
     contract: ToolContract | None = None
     normalized_input: dict[str, Any] | None = None
     decision: PolicyDecision | None = None
+    idempotency: PendingCall | None = None
+    #: The approval presented on this call (verified or not), or the one it created.
+    approval_id: str | None = None
+    #: The approver of a verified grant presented on this call.
+    approver_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -224,24 +242,298 @@ def _rfc3339_now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def check_idempotency(ctx: DecideContext, deps: Deps, tool: ToolFacts) -> PendingCall | None:
+    """Step 5 (DESIGN §4), before the policy: the call's idempotency key and its record.
+
+    None when the call has no key (Redis untouched). Raises ``ValidationFailed`` (400: key
+    missing for a mutating tool, or malformed), ``Conflict`` (409 in progress or outcome
+    unknown, 422 key used with another request), ``DependencyUnavailable`` (503: Redis).
+    """
+    assert ctx.subject is not None and ctx.normalized_input is not None
+    return prepare_idempotency(
+        deps.idempotency,
+        header_key=ctx.call.idempotency_key,
+        subject=ctx.subject,
+        tool=tool.name,
+        version=tool.version,
+        contract=ctx.contract,
+        normalized_input=ctx.normalized_input,
+    )
+
+
+def settle_idempotency(ctx: DecideContext, deps: Deps) -> dict[str, Any] | None:
+    """After the policy: on ``allow`` for a call with a key, claim the key or replay its
+    settled record; returns the response's ``idempotency`` member (None otherwise, so a deny
+    never shows a stored result). Raises ``Conflict`` when another call claimed the key
+    meanwhile, ``DependencyUnavailable`` (503: Redis)."""
+    assert ctx.decision is not None
+    if ctx.idempotency is None or ctx.decision.decision != "allow":
+        return None
+    return deps.idempotency.settle(ctx.idempotency)
+
+
+def approval_call(ctx: DecideContext, tool: ToolFacts, *, refusal: str) -> CallFacts:
+    """The facts of this call that approvals and grants are bound to (DESIGN §5): verified
+    tenant and subject, tool, version, tool_call_id and the input fingerprint.
+
+    Raises ``ApprovalRejected`` with the reason ``refusal`` when the input has no RFC 8785 form
+    (an integer beyond 2**53, a lone surrogate): such an input can never be bound to a grant.
+    """
+    assert ctx.subject is not None and ctx.request is not None and ctx.normalized_input is not None
+    subject = ctx.subject
+    try:
+        input_fingerprint = fingerprint(subject.tenant, subject.id, tool.name, tool.version, ctx.normalized_input)
+    except ValidationFailed:
+        raise ApprovalRejected(refusal, "invalid", "the input has no RFC 8785 canonical form") from None
+    return CallFacts(
+        tenant=subject.tenant,
+        subject=subject.id,
+        tool=tool.name,
+        version=tool.version,
+        tool_call_id=ctx.request.tool_call_id,
+        input_fingerprint=input_fingerprint,
+    )
+
+
+def check_approval(ctx: DecideContext, deps: Deps, tool: ToolFacts) -> VerifiedApproval | None:
+    """Before the policy: verify the approval presented on this call, if any (DESIGN §5).
+
+    Returns the verified grant (its ``policy_input()`` becomes ``input.approval``), or None when
+    nothing was presented. A refused approval sets ``ctx.decision`` to a deny with a stable
+    reason ("approval grant invalid", "... expired", "... already used", "... missing", or the
+    approver's reason of a denial), logged with the detail; the policy is then not asked.
+    A grant already used by this call's idempotency key passes again, so a retry of that
+    attempt gets the idempotency answer (409 in flight, or the replay) instead of a deny.
+    Raises ``DependencyUnavailable`` (503) when Redis fails: fail closed.
+    """
+    assert ctx.request is not None
+    presented = ctx.request.approval
+    if presented is None:
+        return None
+    ctx.approval_id = presented.approval_id
+    try:
+        facts = approval_call(ctx, tool, refusal=GRANT_INVALID)
+        attempt = ctx.idempotency.scope.key if ctx.idempotency else None
+        verified = deps.approvals.verify_presented(presented, facts, idempotency_key=attempt)
+    except ApprovalRejected as rejected:
+        _refuse_approval(ctx, rejected)
+        return None
+    ctx.approver_id = verified.claims.approver
+    return verified
+
+
+def _refuse_approval(ctx: DecideContext, rejected: ApprovalRejected) -> None:
+    metrics.GRANTS_REJECTED.labels(rejected.kind).inc()
+    log.warning(
+        "approval refused: %s",
+        rejected.detail,
+        extra={"event": "approval_refused", "decision_id": ctx.decision_id, "approval_id": ctx.approval_id,
+               "kind": rejected.kind, "detail": rejected.detail},
+    )
+    ctx.decision = PolicyDecision(decision="deny", reasons=(rejected.reason,))
+
+
+def settle_approval(
+    ctx: DecideContext, deps: Deps, tool: ToolFacts, verified: VerifiedApproval | None
+) -> dict[str, Any] | None:
+    """After the policy: on ``allow`` use up the verified grant (atomic, one time; a lost race
+    turns the decision into a deny "approval grant already used"); on ``user-approval`` create the
+    pending approval, or find the one pending for this same call, and return the response's
+    ``approval`` member ``{approval_id, request_reason, expires_at}``. Raises
+    ``DependencyUnavailable`` (503: Redis, fail closed)."""
+    decision = ctx.decision
+    assert decision is not None
+    if decision.decision == "allow" and verified is not None:
+        try:
+            deps.approvals.consume(verified)
+        except ApprovalRejected as rejected:
+            _refuse_approval(ctx, rejected)
+        return None
+    if decision.decision != "user-approval":
+        return None
+    assert ctx.normalized_input is not None
+    display = ctx.contract.redact(ctx.normalized_input)[0] if ctx.contract else ctx.normalized_input
+    try:
+        facts = approval_call(ctx, tool, refusal=UNBINDABLE_INPUT)
+    except ApprovalRejected as rejected:
+        _refuse_approval(ctx, rejected)
+        return None
+    approval = deps.approvals.request(facts, decision, display_input=display, decision_id=ctx.decision_id)
+    ctx.approval_id = approval.request.approval_id
+    metrics.APPROVALS_CREATED.inc()
+    return approval.view(deps.approvals.now_ms()).model_dump(include={"approval_id", "request_reason", "expires_at"})
+
+
+def ai_sdk_status(ctx: DecideContext, verified: VerifiedApproval | None) -> str:
+    """The AI SDK tool-approval status of the final decision: ``approved`` for an allow after a
+    verified grant, ``not-applicable`` for any other allow, else ``denied`` / ``user-approval``."""
+    assert ctx.decision is not None
+    word = ctx.decision.decision
+    if word == "allow":
+        return "approved" if verified is not None else "not-applicable"
+    return "denied" if word == "deny" else "user-approval"
+
+
+def _recorded_input(ctx: DecideContext) -> tuple[dict[str, Any] | None, list[str]]:
+    """The input as the decision record keeps it, and the JSON Pointers redacted: the normalized
+    input with the contract's sensitive paths redacted; for input that failed validation, the
+    raw input redacted the same way, or nothing when the contract has sensitive paths (in
+    invalid input their values may sit anywhere)."""
+    contract = ctx.contract
+    if ctx.normalized_input is not None:
+        data = ctx.normalized_input
+    elif ctx.request is not None and not (contract and contract.meta.sensitive_paths):
+        data = ctx.request.input
+    else:
+        return None, []
+    redacted, paths = contract.redact(data) if contract else (data, [])
+    return (redacted, paths) if is_storable(redacted) else (None, paths)
+
+
+def _input_fingerprint(ctx: DecideContext) -> str | None:
+    if ctx.idempotency is not None:
+        return ctx.idempotency.fingerprint
+    subject, request, data = ctx.subject, ctx.request, ctx.normalized_input
+    if subject is None or request is None or data is None or not is_storable(data):
+        return None
+    return fingerprint(subject.tenant, subject.id, request.tool, request.version, data)
+
+
+def _conversation_id(ctx: DecideContext) -> str | None:
+    """``context.conversation_id`` when it is 1-128 printable ASCII characters (untrusted)."""
+    value = ctx.request.context.get("conversation_id") if ctx.request else None
+    ok = isinstance(value, str) and 0 < len(value) <= 128 and value.isascii() and value.isprintable()
+    return value if ok else None
+
+
+def decision_event(
+    ctx: DecideContext, deps: Deps, body: dict[str, Any] | None, error: ToolgateError | None
+) -> AuditEvent:
+    """The ``decide`` record of an authenticated call (DESIGN §6), from what the steps learnt.
+
+    ``body`` is the response (None on error); ``error`` the error returned. Neither means an
+    unexpected failure, recorded as ``INTERNAL_ERROR``. ``durations_ms`` holds the phases up
+    to the record (the record's own write time is in the request log only).
+    """
+    call, request, subject = ctx.call, ctx.request, ctx.subject
+    assert subject is not None
+    response = body or {}
+    recorded_input, redacted_paths = _recorded_input(ctx)
+    key = ctx.idempotency.scope.key if ctx.idempotency else call.idempotency_key
+    secret = deps.settings.audit_key_hash_secret.get_secret_value()
+    return AuditEvent(
+        decision_id=ctx.decision_id,
+        event="decide",
+        request_id=call.request_id,
+        trace_id=call.traceparent.split("-")[1] if call.traceparent else None,
+        tenant=subject.tenant,
+        subject_id=subject.id,
+        roles=subject.roles,
+        conversation_id=_conversation_id(ctx),
+        tool=request.tool if request else None,
+        version=request.version if request else None,
+        decision=response.get("decision"),
+        ai_sdk_status=response.get("ai_sdk_status"),
+        reasons=response.get("reasons", ()),
+        policy_revision=response.get("policy_revision"),
+        engine=deps.settings.engine,
+        engine_decision_id=ctx.decision.engine_decision_id if ctx.decision else None,
+        input_fingerprint=_input_fingerprint(ctx),
+        input=recorded_input,
+        redacted_paths=redacted_paths,
+        idempotency_key_hash=hash_idempotency_key(secret, key) if key else None,
+        replayed=(response.get("idempotency") or {}).get("state") == "replayed",
+        approval_id=ctx.approval_id,
+        approver_id=ctx.approver_id,
+        error_code=error.code if error else (None if body is not None else InternalError.code),
+        durations_ms=dict(ctx.phases.ms),
+    )
+
+
+def record_decision(
+    ctx: DecideContext, deps: Deps, body: dict[str, Any] | None, error: ToolgateError | None
+) -> None:
+    """Step 7: append the call's decision record before anything is returned (DESIGN §2, §6).
+
+    Raises ``DependencyUnavailable`` (503) when the record cannot be written, whatever the
+    call's outcome was: no decision and no error leaves without its record. An idempotency key
+    this call reserved is then released, so that the caller's retry is not blocked by a call
+    that never got its allow.
+    """
+    with ctx.phases.measure("log"):
+        event = decision_event(ctx, deps, body, error)
+        try:
+            deps.decision_log.append(event)
+        except DependencyUnavailable:
+            metrics.DECISION_LOG_FAILURES.inc()
+            _release_unrecorded(ctx, deps, body)
+            raise
+
+
+def _release_unrecorded(ctx: DecideContext, deps: Deps, body: dict[str, Any] | None) -> None:
+    reserved = (body or {}).get("idempotency") or {}
+    if reserved.get("state") != "reserved" or ctx.idempotency is None or ctx.subject is None:
+        return
+    try:
+        deps.idempotency.fail(
+            ctx.idempotency.scope, ctx.subject.id, retryable=True, reason="decision not recorded",
+            token=reserved.get("reservation_token"),
+        )
+    except ToolgateError as exc:  # the call fails with 503 anyway; the lease will expire
+        log.warning(
+            "could not release the key of an unrecorded decision",
+            extra={"event": "unrecorded_release_failed", "decision_id": ctx.decision_id, "code": exc.code},
+        )
+
+
 def decide(deps: Deps, call: DecideCall, ctx: DecideContext | None = None) -> dict[str, Any]:
     """Run the decide pipeline; returns the ``200`` response body (``DecideResponse`` shape).
 
     Raises ``ToolgateError`` subclasses: ``Unauthenticated`` (401), ``ValidationFailed``
-    (400/413/422), ``DependencyUnavailable`` (503: engine down, timeout, evaluation error).
+    (400/413/422), ``Conflict`` (409/422, idempotency), ``DependencyUnavailable`` (503: engine
+    or Redis down, timeout, evaluation error; or the decision log cannot record the call).
+    Every call that passed authentication is recorded in the decision log, errors included.
     ``ctx`` may be passed in so the caller can log what was learnt even when a step fails.
     """
     ctx = ctx or DecideContext(call)
     with ctx.phases.measure("auth"):
         ctx.subject = deps.verifier.verify(call.authorization)
+    body: dict[str, Any] | None = None
+    error: ToolgateError | None = None
+    try:
+        body = _decide_authenticated(deps, ctx)
+    except ToolgateError as exc:
+        error = exc
+        raise
+    finally:  # every outcome after authentication is recorded, unexpected failures included
+        record_decision(ctx, deps, body, error)
+    return body
+
+
+def _decide_authenticated(deps: Deps, ctx: DecideContext) -> dict[str, Any]:
+    """Steps 3-6 for an authenticated caller; returns the response body (see ``decide``)."""
+    call = ctx.call
     with ctx.phases.measure("validate"):
         ctx.request = parse(ctx, deps.settings)
         ctx.normalized_input, tool = validate(ctx, deps)
-    with ctx.phases.measure("policy"):
-        policy_input = build_policy_input(ctx, tool)
-        ctx.decision = deps.engine.evaluate(policy_input, traceparent=call.traceparent)
+    with ctx.phases.measure("idempotency"):
+        ctx.idempotency = check_idempotency(ctx, deps, tool)
+    approval = None
+    with ctx.phases.measure("grant"):
+        verified = check_approval(ctx, deps, tool)
+    if ctx.decision is None:  # None unless a presented approval was refused
+        with ctx.phases.measure("policy"):
+            approval_input = verified.policy_input() if verified else None
+            policy_input = build_policy_input(ctx, tool, approval=approval_input)
+            ctx.decision = deps.engine.evaluate(policy_input, traceparent=call.traceparent)
+        with ctx.phases.measure("approval"):
+            approval = settle_approval(ctx, deps, tool, verified)
+    with ctx.phases.measure("reserve"):
+        idempotency = settle_idempotency(ctx, deps)
     decision = ctx.decision
-    metrics.DECISIONS.labels(tool.name if tool.registered else "_dynamic", tool.version, decision.decision).inc()
+    # Unregistered tools: name and version are caller input, so one fixed label value for both.
+    label = (tool.name, tool.version) if tool.registered else ("_dynamic", "_dynamic")
+    metrics.DECISIONS.labels(*label, decision.decision).inc()
     body: dict[str, Any] = {
         "decision": decision.decision,
         "reasons": list(decision.reasons),
@@ -251,4 +543,9 @@ def decide(deps: Deps, call: DecideCall, ctx: DecideContext | None = None) -> di
         "tool": {"name": tool.name, "version": tool.version},
         "input": ctx.contract.redact(ctx.normalized_input)[0] if ctx.contract else ctx.normalized_input,
     }
+    if approval is not None:
+        body["approval"] = approval
+    if idempotency is not None:
+        body["idempotency"] = idempotency
+    body["ai_sdk_status"] = ai_sdk_status(ctx, verified)
     return body

@@ -9,6 +9,7 @@ are loud when on and refused when ``TOOLGATE_ENV=production``.
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -24,6 +25,9 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEV_HS256_SECRET = "toolgate-development-secret-not-for-production-use"
 DEV_ISSUER = "https://toolgate.dev.local"
 DEV_AUDIENCE = "toolgate"
+#: Development approval-grant key (kid ``dev``), used only when ``TOOLGATE_APPROVAL_KEYS`` is unset
+#: in development so that the approval flow works locally. Never used in production.
+DEV_APPROVAL_KEY = ("dev", b"toolgate-development-approval-key-not-for-production-use")
 
 ASYMMETRIC_ALGORITHMS = {"RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256", "EdDSA"}
 SUPPORTED_ALGORITHMS = ASYMMETRIC_ALGORITHMS | {"HS256"}
@@ -37,6 +41,34 @@ def _split_csv(value: object) -> object:
     if isinstance(value, str):
         return [part.strip() for part in value.split(",") if part.strip()]
     return value
+
+
+_APPROVAL_KID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def parse_approval_keys(text: str) -> list[tuple[str, bytes]]:
+    """Parse ``kid:secret,kid:secret`` into ``[(kid, secret bytes)]``; the first signs, all verify.
+
+    A kid is 1-64 characters of ``[A-Za-z0-9_-]``; a secret (UTF-8) is at least 32 bytes and
+    cannot contain a comma. Raises ``ValueError`` naming every problem, never a secret.
+    """
+    keys: list[tuple[str, bytes]] = []
+    problems: list[str] = []
+    for position, entry in enumerate((e.strip() for e in text.split(",") if e.strip()), start=1):
+        kid, sep, secret = entry.partition(":")
+        if not sep or not _APPROVAL_KID.match(kid):
+            problems.append(f"approval key #{position} must be kid:secret with a kid of [A-Za-z0-9_-]{{1,64}}")
+            continue
+        if len(secret.encode()) < 32:
+            problems.append(f"approval key {kid}: the secret must be at least 32 bytes")
+        if any(kid == known for known, _ in keys):
+            problems.append(f"approval key {kid} is listed twice")
+        keys.append((kid, secret.encode()))
+    if not keys and not problems:
+        problems.append("approval_keys holds no kid:secret pair")
+    if problems:
+        raise ValueError("; ".join(problems))
+    return keys
 
 
 class Settings(BaseSettings):
@@ -77,6 +109,16 @@ class Settings(BaseSettings):
     # Decision log
     audit_dsn: str = str(PROJECT_ROOT / "var" / "decisions.sqlite")
     audit_key_hash_secret: SecretStr = SecretStr("toolgate-development-audit-key-hash-secret")
+    #: Signs the checkpoint `toolgate audit purge` leaves, so `verify` trusts what was purged.
+    #: Unset: a key derived from audit_key_hash_secret (app.audit.checkpoint_key).
+    audit_checkpoint_secret: SecretStr | None = None
+    #: Bounds lock waits (SQLite busy timeout), connects, pool waits and statements.
+    audit_timeout_ms: int = Field(5000, gt=0, le=60_000)
+    audit_pool_max_size: int = Field(8, ge=1, le=256)
+    audit_sqlite_synchronous: Literal["NORMAL", "FULL", "EXTRA"] = "FULL"
+    #: Roles that may query the decision log of their own tenant / of every tenant.
+    audit_auditor_roles: Annotated[list[str], NoDecode] = ["auditor"]
+    audit_platform_auditor_roles: Annotated[list[str], NoDecode] = ["platform_auditor"]
 
     # Authentication (JWT)
     jwt_algorithms: Annotated[list[str], NoDecode] = ["RS256", "ES256", "EdDSA", "HS256"]
@@ -97,6 +139,8 @@ class Settings(BaseSettings):
     approval_keys: SecretStr | None = None
     approval_default_ttl_s: int = Field(900, gt=0, le=7 * 86_400)
     approval_default_approver_roles: Annotated[list[str], NoDecode] = ["approver"]
+    #: Roles whose holders may answer their own approvals (four-eyes is waived for them only).
+    approval_self_approve_roles: Annotated[list[str], NoDecode] = []
 
     # Server
     bind: str = "127.0.0.1:8080"
@@ -104,7 +148,14 @@ class Settings(BaseSettings):
     threads: int = Field(4, ge=1, le=256)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
-    @field_validator("jwt_algorithms", "approval_default_approver_roles", mode="before")
+    # Observability: GET /metrics answers only with "Authorization: Bearer <metrics_token>";
+    # without a token the endpoint is off (404).
+    metrics_token: SecretStr | None = None
+
+    @field_validator(
+        "jwt_algorithms", "approval_default_approver_roles", "approval_self_approve_roles",
+        "audit_auditor_roles", "audit_platform_auditor_roles", mode="before",
+    )
     @classmethod
     def _csv(cls, value: object) -> object:
         return _split_csv(value)
@@ -134,8 +185,18 @@ class Settings(BaseSettings):
                 problems.append("set TOOLGATE_AUDIT_KEY_HASH_SECRET in production")
             if not (self.jwt_jwks_url or self.jwt_public_key or secret):
                 problems.append("production needs TOOLGATE_JWT_JWKS_URL, TOOLGATE_JWT_PUBLIC_KEY or TOOLGATE_JWT_HS256_SECRET")
+        if self.metrics_token is not None and len(self.metrics_token.get_secret_value().encode()) < 16:
+            problems.append("metrics_token must be at least 16 bytes")
         if self.jwt_jwks_url and self.jwt_public_key:
             problems.append("set only one of jwt_jwks_url and jwt_public_key")
+        if self.approval_keys is not None:
+            try:
+                approval_keys = parse_approval_keys(self.approval_keys.get_secret_value())
+            except ValueError as exc:
+                problems.append(str(exc))
+            else:
+                if self.env == "production" and DEV_APPROVAL_KEY[1] in (s for _, s in approval_keys):
+                    problems.append("the development approval key is refused when TOOLGATE_ENV=production")
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -146,6 +207,14 @@ class Settings(BaseSettings):
         return self.env == "development" and not (
             self.jwt_hs256_secret or self.jwt_jwks_url or self.jwt_public_key
         )
+
+    @property
+    def approval_signing_keys(self) -> list[tuple[str, bytes]]:
+        """Approval-grant keys ``[(kid, secret)]``, the signing key first: the configured ones,
+        else the development key in development, else none (grants cannot be issued)."""
+        if self.approval_keys is not None:
+            return parse_approval_keys(self.approval_keys.get_secret_value())
+        return [DEV_APPROVAL_KEY] if self.env == "development" else []
 
     @property
     def hs256_secret(self) -> str | None:
@@ -177,5 +246,12 @@ def load_settings(**overrides: object) -> Settings:
             "development mode: accepting HS256 tokens signed with the built-in development secret; "
             "never use this in production",
             extra={"event": "insecure_dev_secret"},
+        )
+    if settings.approval_keys is None:
+        log.warning(
+            "TOOLGATE_APPROVAL_KEYS is unset: "
+            + ("approval grants are signed with the built-in development key" if settings.env == "development"
+               else "approvals cannot be granted until it is set"),
+            extra={"event": "approval_keys_unset"},
         )
     return settings

@@ -11,6 +11,10 @@ python3 -c 'import venv, ensurepip' 2>/dev/null || need_apt+=(python3-venv)
 command -v redis-server >/dev/null || need_apt+=(redis-server)
 command -v redis-cli >/dev/null || need_apt+=(redis-tools)
 command -v git >/dev/null || need_apt+=(git)
+# Decision log tests run a throwaway PostgreSQL (initdb/pg_ctl) and make files immutable (chattr).
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
+command -v chattr >/dev/null || need_apt+=(e2fsprogs)
+command -v wrk >/dev/null || need_apt+=(wrk)  # load generator of the benchmark (bench/)
 if [ ${#need_apt[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq

@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from app import metrics
 from app.errors import DependencyUnavailable
 from app.models import PolicyDecision
 from app.engine.base import normalize
@@ -65,6 +66,7 @@ class EmbeddedEngine:
                 load_bundle(engine, self._policy_dir, include_tests=False)
             except (OpaError, OSError, ValueError) as exc:
                 engine.close()
+                metrics.ENGINE_ERRORS.labels("load").inc()
                 raise DependencyUnavailable(
                     "policy engine is unavailable", log_detail=f"loading policies failed: {exc}"
                 ) from exc
@@ -81,6 +83,7 @@ class EmbeddedEngine:
         except OpaUndefinedError:
             return normalize(None, defined=False)
         except OpaError as exc:
+            metrics.ENGINE_ERRORS.labels("evaluation").inc()
             raise DependencyUnavailable(
                 "policy evaluation failed", log_detail=f"embedded OPA {exc.code}: {exc.message}"
             ) from exc

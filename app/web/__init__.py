@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from flask import Flask
 
-from app.web import decide, errors, health, openapi, requests, tools
+from app.web import approvals, decide, decisions, errors, executions, health, metrics, openapi, requests, tools
 
 
 def register(app: Flask) -> None:
     """Attach request-id handling, the error handler and every blueprint to ``app``."""
     requests.register(app)
     errors.register(app)
-    for blueprint in (decide.bp, tools.bp, health.bp, openapi.bp):
+    for blueprint in (decide.bp, tools.bp, health.bp, openapi.bp, metrics.bp, executions.bp, approvals.bp,
+                      decisions.bp):
         app.register_blueprint(blueprint)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, after_this_request, current_app, jsonify, request
 
 from app.pipeline import DecideCall, DecideContext, decide as run_decide
 from app.web.requests import log_fields, request_id, traceparent
@@ -18,7 +18,9 @@ def decide():
     ASCII), ``X-Request-Id``, ``traceparent``. Body: ``DecideRequest`` (at most
     ``TOOLGATE_MAX_BODY_BYTES``, default 64 KiB). ``200`` with a ``DecideResponse`` for every
     decision, deny included; errors per DESIGN §7 (400/413/422 VALIDATION_ERROR, 401
-    UNAUTHENTICATED, 409/422 CONFLICT, 503 DEPENDENCY_UNAVAILABLE).
+    UNAUTHENTICATED, 409/422 CONFLICT, 503 DEPENDENCY_UNAVAILABLE, also when the decision log
+    cannot record the call). Every response carries ``X-Decision-Id``: the id of the call's
+    decision record (written for every call that passed authentication).
     """
     deps = current_app.extensions["toolgate"]
     header, _ = traceparent()
@@ -30,8 +32,15 @@ def decide():
         traceparent=header,
     )
     ctx = DecideContext(call)
+
+    @after_this_request
+    def _decision_id_header(response):  # on errors too: the decision record's id
+        response.headers["X-Decision-Id"] = ctx.decision_id
+        return response
+
     try:
-        body = run_decide(deps, call, ctx)
+        with ctx.phases.measure("total"):
+            body = run_decide(deps, call, ctx)
     finally:
         log_fields(**_summary(ctx))
     return jsonify(body)

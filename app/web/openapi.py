@@ -8,13 +8,27 @@ from typing import Any
 from flask import Blueprint, jsonify
 from pydantic.json_schema import models_json_schema
 
-from app.models import DecideRequest, DecideResponse, ErrorBody
+from app.audit import CURSOR_PATTERN, DECISIONS, EVENT_TYPES
+from app.web.decisions import TEXT_PATTERN
+from app.models import (
+    ApprovalAnswerBody,
+    ApprovalListResponse,
+    ApprovalResponse,
+    CompleteReport,
+    DecideRequest,
+    DecideResponse,
+    ErrorBody,
+    ExecutionReportResponse,
+    FailReport,
+)
 
 bp = Blueprint("openapi", __name__)
 
 _ERROR_STATUSES = {
     "400": "Malformed body (VALIDATION_ERROR)",
     "401": "Missing or invalid bearer token (UNAUTHENTICATED)",
+    "403": "The caller may not do this (FORBIDDEN)",
+    "404": "No such resource for this caller (NOT_FOUND)",
     "409": "Idempotency key in flight (CONFLICT)",
     "413": "Body too large (VALIDATION_ERROR)",
     "422": "Schema or contract violation (VALIDATION_ERROR) or key reused (CONFLICT)",
@@ -37,13 +51,173 @@ def _errors(*statuses: str) -> dict[str, Any]:
 
 
 _ANY_OBJECT = {"type": "object"}
+#: An idempotency key: 1-255 printable ASCII characters (app.idempotency.validate_key).
+_IDEMPOTENCY_KEY = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7e]{1,255}$"}
+
+
+def _execution_report(operation_id: str, summary: str, body: str) -> dict[str, Any]:
+    """The path item of one execution report endpoint (``app.web.executions``)."""
+    return {
+        "post": {
+            "operationId": operation_id,
+            "summary": summary,
+            "security": [{"bearer": []}],
+            "parameters": [
+                {"name": "key", "in": "path", "required": True, "description": "The idempotency key, URL-encoded.",
+                 "schema": _IDEMPOTENCY_KEY},
+            ],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": _ref(body)}}},
+            "responses": {
+                "200": _json(_ref("ExecutionReportResponse"), "The report was recorded (or repeated)."),
+                **_errors("400", "401", "404", "413", "422", "500", "503"),
+                "409": _json(_ref("ErrorBody"), "Not the caller's reservation any more, or already reported (CONFLICT)"),
+            },
+        }
+    }
+
+
+def _approval_paths() -> dict[str, Any]:
+    """The path items of the approvals API (``app.web.approvals``)."""
+    bearer = [{"bearer": []}]
+    approval_id = {"name": "approval_id", "in": "path", "required": True, "schema": {"type": "string", "maxLength": 128}}
+    return {
+        "/v1/approvals": {
+            "get": {
+                "operationId": "listApprovals",
+                "summary": "List the pending approvals of the caller's tenant that the caller may answer.",
+                "security": bearer,
+                "parameters": [
+                    {"name": "state", "in": "query", "required": False, "schema": {"type": "string", "enum": ["pending"]}},
+                    {"name": "limit", "in": "query", "required": False,
+                     "schema": {"type": "integer", "minimum": 1, "maximum": 500, "default": 100}},
+                ],
+                "responses": {
+                    "200": _json(_ref("ApprovalListResponse"), "Pending approvals, soonest expiry first."),
+                    **_errors("400", "401", "403", "500", "503"),
+                },
+            }
+        },
+        "/v1/approvals/{approval_id}": {
+            "get": {
+                "operationId": "showApproval",
+                "summary": "Show one approval (to its requester, with the grant once approved; or to an approver).",
+                "security": bearer,
+                "parameters": [approval_id],
+                "responses": {
+                    "200": _json(_ref("ApprovalResponse"), "The approval."),
+                    **_errors("401", "403", "404", "500", "503"),
+                },
+            },
+            "post": {
+                "operationId": "answerApproval",
+                "summary": "Approve (returns a one-time grant) or deny (stores the reason) a pending approval.",
+                "security": bearer,
+                "parameters": [approval_id],
+                "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("ApprovalAnswerBody")}}},
+                "responses": {
+                    "200": _json(_ref("ApprovalResponse"), "The answered approval, with the grant for an approval."),
+                    **_errors("400", "401", "403", "404", "413", "422", "500", "503"),
+                    "409": _json(_ref("ErrorBody"), "Already answered or expired (CONFLICT)"),
+                },
+            },
+        },
+    }
+
+
+def _decision_schemas() -> dict[str, Any]:
+    """``DecisionRecord`` and ``DecisionListResponse`` (``app.audit``, ``app.web.decisions``)."""
+    text, nullable = {"type": "string"}, {"type": ["string", "null"]}
+    strings, hex64 = {"type": "array", "items": text}, {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+    properties = {
+        "decision_id": {"type": "string", "pattern": "^[0-9A-HJKMNP-TV-Z]{26}$", "description": "ULID"},
+        "event": {"type": "string", "enum": list(EVENT_TYPES)},
+        "time": {"type": "string", "format": "date-time", "description": "UTC, microseconds"},
+        "request_id": text, "trace_id": nullable, "tenant": text, "subject_id": nullable, "roles": strings,
+        "conversation_id": nullable, "tool": nullable, "version": nullable,
+        "decision": {"enum": [*DECISIONS, None]}, "ai_sdk_status": nullable, "reasons": strings,
+        "policy_revision": nullable, "engine": nullable, "engine_decision_id": nullable,
+        "input_fingerprint": nullable, "input": {"type": ["object", "null"], "description": "sensitive paths redacted"},
+        "redacted_paths": strings, "idempotency_key_hash": nullable, "replayed": {"type": "boolean"},
+        "approval_id": nullable, "approver_id": nullable, "error_code": nullable,
+        "durations_ms": {"type": "object", "additionalProperties": {"type": "number"}},
+        "seq": {"type": "integer", "minimum": 1}, "prev_hash": hex64, "hash": hex64,
+    }
+    record = {
+        "type": "object",
+        "description": "A decision log record; hash = SHA-256 of the RFC 8785 JSON of every other field.",
+        "required": list(properties),
+        "properties": properties,
+    }
+    listing = {
+        "type": "object",
+        "required": ["records", "next_cursor", "request_id"],
+        "properties": {"records": {"type": "array", "items": _ref("DecisionRecord")}, "next_cursor": nullable,
+                       "request_id": text},
+    }
+    return {"DecisionRecord": record, "DecisionListResponse": listing}
+
+
+def _decision_paths() -> dict[str, Any]:
+    """The path items of the decision log API (``app.web.decisions``), for auditors."""
+    bearer = [{"bearer": []}]
+
+    def query(name: str, schema: dict[str, Any], description: str = "") -> dict[str, Any]:
+        return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
+
+    text = {"type": "string", "minLength": 1, "maxLength": 256, "pattern": TEXT_PATTERN}
+    when = {"type": "string", "format": "date-time"}
+    return {
+        "/v1/decisions": {
+            "get": {
+                "operationId": "listDecisions",
+                "summary": "Decision records, newest first (auditor roles; own tenant unless platform auditor).",
+                "security": bearer,
+                "parameters": [
+                    query("tenant", text, "platform auditors; an auditor may only name its own"),
+                    query("subject", text), query("tool", text),
+                    query("decision", {"type": "string", "enum": list(DECISIONS)}),
+                    query("event", {"type": "string", "enum": list(EVENT_TYPES)}),
+                    query("error_code", text), query("request_id", text), query("approval_id", text),
+                    query("idempotency_key", {**text, "maxLength": 255},
+                          "the raw key, matched by its keyed hash"),
+                    query("since", when, "inclusive, RFC 3339 with offset"),
+                    query("until", when, "exclusive, RFC 3339 with offset"),
+                    query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}),
+                    query("cursor", {"type": "string", "pattern": CURSOR_PATTERN}, "next_cursor of the previous page"),
+                ],
+                "responses": {
+                    "200": _json(_ref("DecisionListResponse"), "A page of records."),
+                    **_errors("400", "401", "403", "500", "503"),
+                },
+            }
+        },
+        "/v1/decisions/{decision_id}": {
+            "get": {
+                "operationId": "showDecision",
+                "summary": "One decision record (404 for another tenant's unless platform auditor).",
+                "security": bearer,
+                "parameters": [{"name": "decision_id", "in": "path", "required": True, "schema": {"type": "string"}}],
+                "responses": {
+                    "200": _json({"type": "object", "required": ["record", "request_id"],
+                                  "properties": {"record": _ref("DecisionRecord"), "request_id": {"type": "string"}}},
+                                 "The record."),
+                    **_errors("401", "403", "404", "500", "503"),
+                },
+            }
+        },
+    }
 
 
 @lru_cache(maxsize=1)
 def build_openapi() -> dict[str, Any]:
     """The OpenAPI 3.1 document of the public API (dict)."""
     _, defs = models_json_schema(
-        [(DecideRequest, "validation"), (DecideResponse, "serialization"), (ErrorBody, "serialization")],
+        [
+            (DecideRequest, "validation"), (DecideResponse, "serialization"), (ErrorBody, "serialization"),
+            (CompleteReport, "validation"), (FailReport, "validation"), (ExecutionReportResponse, "serialization"),
+            (ApprovalAnswerBody, "validation"), (ApprovalResponse, "serialization"),
+            (ApprovalListResponse, "serialization"),
+        ],
         ref_template="#/components/schemas/{model}",
     )
     bearer = [{"bearer": []}]
@@ -62,7 +236,7 @@ def build_openapi() -> dict[str, Any]:
                     "security": bearer,
                     "parameters": [
                         {"name": "Idempotency-Key", "in": "header", "required": False,
-                         "schema": {"type": "string", "minLength": 1, "maxLength": 255}},
+                         "schema": _IDEMPOTENCY_KEY},
                         {"name": "X-Request-Id", "in": "header", "required": False,
                          "description": "Echoed when it matches ^[A-Za-z0-9._:-]{1,128}$, else replaced.",
                          "schema": {"type": "string"}},
@@ -74,6 +248,14 @@ def build_openapi() -> dict[str, Any]:
                     },
                 }
             },
+            "/v1/executions/{key}/complete": _execution_report(
+                "completeExecution", "Report the result of a reserved tool call.", "CompleteReport"
+            ),
+            "/v1/executions/{key}/fail": _execution_report(
+                "failExecution", "Report that a reserved tool call failed.", "FailReport"
+            ),
+            **_approval_paths(),
+            **_decision_paths(),
             "/v1/tools": {
                 "get": {
                     "operationId": "listTools",
@@ -98,7 +280,7 @@ def build_openapi() -> dict[str, Any]:
             },
         },
         "components": {
-            "schemas": defs["$defs"],
+            "schemas": {**defs["$defs"], **_decision_schemas()},
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}},
         },
     }

@@ -5,7 +5,7 @@ PostgreSQL refuses to run as root, so under root the cluster belongs to the ``po
 user (created by Debian's ``postgresql`` package) and its commands run through ``runuser``.
 
 ``shared_postgres()`` starts one cluster per test process (stopped at exit);
-``fresh_database()`` creates an empty database on it and returns its DSN. The ``audit_dsn``
+``fresh_database()`` creates an empty schema on it and returns a DSN that uses it. The ``audit_dsn``
 fixture runs a test once on SQLite and once on PostgreSQL.
 """
 
@@ -65,7 +65,7 @@ class PostgresServer:
         return self
 
     def stop(self) -> None:
-        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
+        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
 
     def cleanup(self) -> None:
         try:
@@ -92,14 +92,15 @@ def shared_postgres() -> PostgresServer:
 
 
 def fresh_database() -> str:
-    """DSN of a new, empty database on the shared cluster."""
+    """DSN of a new, empty schema on the shared cluster (its own ``search_path``): as isolated
+    as a new database for these tests, and much faster to make."""
     import psycopg
 
     server = shared_postgres()
     name = f"audit_{os.getpid()}_{next(_names)}"
     with psycopg.connect(server.dsn(), autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    return server.dsn(name)
+        conn.execute(f'CREATE SCHEMA "{name}"')
+    return f"{server.dsn()}?options=-csearch_path%3D{name}"
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

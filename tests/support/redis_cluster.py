@@ -3,17 +3,35 @@
 ``RedisClusterHarness(workdir).start()`` starts ``redis-server --cluster-enabled yes`` three
 times (``RedisServer(cluster=True)``), joins them with ``redis-cli --cluster create ...
 --cluster-replicas 0 --cluster-yes`` and waits until every node reports ``cluster_state:ok``.
-``url`` names the first node; redis-py's ``RedisCluster`` discovers the others.
+``url`` names the first node; redis-py's ``RedisCluster`` discovers the others. A node also
+listens on its cluster bus port (its port + 10000), so ports are picked with both free.
 """
 
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 import time
 from pathlib import Path
 
-from tests.support.servers import RedisServer
+from tests.support.servers import RedisServer, free_port
+
+_BUS_OFFSET = 10_000
+
+
+def _node_port() -> int:
+    """A free loopback port whose cluster bus port (port + 10000) is free too."""
+    while True:
+        port = free_port()
+        if port + _BUS_OFFSET > 65_535:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port + _BUS_OFFSET))
+            except OSError:
+                continue
+        return port
 
 
 class RedisClusterHarness:
@@ -24,7 +42,7 @@ class RedisClusterHarness:
         if cli is None:
             raise RuntimeError("redis-cli is not installed (scripts/install.sh installs it)")
         self.cli = cli
-        self.nodes = [RedisServer(workdir / f"node{i}", cluster=True) for i in range(masters)]
+        self.nodes = [RedisServer(workdir / f"node{i}", port=_node_port(), cluster=True) for i in range(masters)]
 
     @property
     def url(self) -> str:

@@ -1,0 +1,43 @@
+"""Execution reports (DESIGN §4): the tool service tells the gateway how a reserved call ended.
+
+``report_complete`` validates the result against the contract of the reserved tool and stores
+it; ``report_failure`` releases the key or stores the failure. Both act only on a record the
+same tenant and subject reserved, compare-and-set on the owner token when one is given.
+No Flask here: ``app.web.executions`` authenticates and parses, then calls these.
+"""
+
+from __future__ import annotations
+
+from app.contracts import ContractRegistry
+from app.idempotency import IdempotencyStore, Report, Scope, validate_key
+from app.models import CompleteReport, FailReport, Subject
+
+
+def report_complete(
+    store: IdempotencyStore, contracts: ContractRegistry, subject: Subject, key: str, report: CompleteReport
+) -> Report:
+    """Store ``report.result`` for the call ``subject`` reserved under ``key``.
+
+    Raises ``ValidationFailed`` (400 malformed key, 422 result does not match the contract's
+    output schema), ``NotFound`` (404: no such record for this tenant and subject),
+    ``Conflict`` (409: not the caller's reservation any more, or already settled otherwise),
+    ``DependencyUnavailable`` (503).
+    """
+    scope = Scope(subject.tenant, validate_key(key))
+    tool, version = store.reserved_tool(scope, subject.id)
+    contract = contracts.get(tool, version)
+    result = contract.validate_output(report.result) if contract else report.result
+    return store.complete(scope, subject.id, result, token=report.reservation_token)
+
+
+def report_failure(store: IdempotencyStore, subject: Subject, key: str, report: FailReport) -> Report:
+    """Record that the call ``subject`` reserved under ``key`` failed: ``report.retryable``
+    releases the key, otherwise the failure and ``report.reason`` are replayed to retries.
+
+    Raises ``ValidationFailed`` (400 malformed key), ``NotFound`` (404), ``Conflict`` (409),
+    ``DependencyUnavailable`` (503), as ``report_complete``.
+    """
+    scope = Scope(subject.tenant, validate_key(key))
+    return store.fail(
+        scope, subject.id, retryable=report.retryable, reason=report.reason, token=report.reservation_token
+    )

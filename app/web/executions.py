@@ -1,0 +1,82 @@
+"""``POST /v1/executions/<key>/complete`` and ``.../fail``: execution reports (DESIGN §4)."""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from flask import Blueprint, current_app, jsonify, request
+from pydantic import BaseModel, ValidationError
+
+from app import metrics
+from app.errors import ValidationFailed
+from app.executions import report_complete, report_failure
+from app.idempotency import Report
+from app.models import CompleteReport, FailReport, Subject
+from app.pipeline import parse_json_object
+from app.web.requests import log_fields, request_id
+
+bp = Blueprint("executions", __name__)
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@bp.post("/v1/executions/<path:key>/complete")
+def complete(key: str):
+    """Report that the call reserved under ``key`` (URL-encoded) ran and produced a result.
+
+    Headers: ``Authorization: Bearer <JWT>`` of the tenant and subject that reserved the key.
+    Body: ``CompleteReport`` ``{"result": <JSON>, "reservation_token"?: str}``. ``200``
+    ``ExecutionReportResponse`` ``{"key", "state": "completed", "retention_expires_at",
+    "request_id"}``; a repeat of the same report answers the same. Errors: 400 malformed body
+    or key, 401, 404 NOT_FOUND (no such reservation for this tenant and subject), 409
+    CONFLICT (not the caller's reservation any more, or already settled), 422
+    VALIDATION_ERROR (body schema, or the result does not match the tool's output schema),
+    503 (Redis).
+    """
+    deps = current_app.extensions["toolgate"]
+    subject = _subject(deps)
+    report = _body(CompleteReport)
+    return _answer(key, report_complete(deps.idempotency, deps.contracts, subject, key, report))
+
+
+@bp.post("/v1/executions/<path:key>/fail")
+def fail(key: str):
+    """Report that the call reserved under ``key`` (URL-encoded) failed.
+
+    Body: ``FailReport`` ``{"retryable": bool, "reason": str (1-500), "reservation_token"?}``.
+    ``retryable: true`` releases the key (a retry may execute the tool; ``state:
+    "released"``); ``false`` stores the failure for the retention time and replays it to
+    retries (``state: "failed"``). Headers, answer and errors as ``complete``.
+    """
+    deps = current_app.extensions["toolgate"]
+    subject = _subject(deps)
+    report = _body(FailReport)
+    return _answer(key, report_failure(deps.idempotency, subject, key, report))
+
+
+def _subject(deps) -> Subject:
+    subject = deps.verifier.verify(request.headers.getlist("Authorization"))
+    log_fields(tenant=subject.tenant, subject=subject.id)
+    return subject
+
+
+def _body(model: type[M]) -> M:
+    data = parse_json_object(request.get_data(cache=False))
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = [
+            {"path": "/" + "/".join(str(p) for p in err["loc"]), "message": err["msg"]}
+            for err in exc.errors(include_input=False, include_url=False)
+        ]
+        raise ValidationFailed("report does not match its schema", http_status=422, details={"problems": problems}) from None
+
+
+def _answer(key: str, report: Report):
+    log_fields(execution_state=report.state)
+    metrics.EXECUTION_REPORTS.labels(report.state).inc()
+    body = {"key": key, "state": report.state}
+    if report.expires_at is not None:
+        body["retention_expires_at"] = report.expires_at
+    body["request_id"] = request_id()
+    return jsonify(body)

@@ -1,0 +1,192 @@
+"""The benchmark run: ``python -m bench [--duration SECONDS] [--out FILE.json]``.
+
+Order of work (each workload lasts ``--duration`` seconds, default 30):
+
+1. (d) the engine alone, in-process, before any server runs (no CPU contention);
+2. start Redis and the gateway (``bench.stack``: gunicorn gthread, production settings),
+   seed the replay keys, warm up with the mix;
+3. (a) ``GET /healthz``, (b) the read-only allow decision, (c) the mix at full speed, then the
+   mix paced at half of (c)'s rate for ``p99_ms_half_load``;
+4. memory: more of the mix until the gateway's ``toolgate_decisions_total`` reaches 50k, sample
+   each worker's RSS, again until 100k, sample again;
+5. write the JSON (``--out``) and print the table.
+
+Load comes from one wrk process on loopback (``--wrk-threads``, ``--connections``). wrk and the
+gateway share the machine's cores, as they would in any single-host measurement; the ratios
+compare workloads measured the same way in one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Sequence
+
+from bench.engine import run_engine_bench
+from bench.report import build_results, format_table, summarize
+from bench.stack import Stack, metric_sum, rss_mib
+from bench.workloads import ceiling_config, decide_config, mix_config, seed_replays
+from bench.wrk import WrkRun, build_script, ensure_wrk, run_wrk
+
+
+def _log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def decisions_so_far(stack: Stack) -> int:
+    """The gateway's own count of decisions (sum of ``toolgate_decisions_total``)."""
+    return int(metric_sum(stack.metrics_text(), "toolgate_decisions_total"))
+
+
+def worker_rss(stack: Stack) -> dict[int, float]:
+    """RSS in MiB of every live worker, by pid."""
+    return {pid: rss_mib(pid) for pid in stack.worker_pids()}
+
+
+class Bench:
+    """One benchmark run against a started ``Stack``; each method is one workload."""
+
+    def __init__(self, stack: Stack, workdir: Path, *, connections: int, wrk_threads: int) -> None:
+        self.stack = stack
+        self.workdir = workdir
+        self.connections = connections
+        self.wrk_threads = wrk_threads
+        self.replay_keys: list[str] = []
+        self.features: dict[str, bool] = {}
+
+    def script(self, script: str, config: dict[str, Any], name: str) -> Path:
+        """Write the wrk script ``name`` (``bench/lua/<script>.lua`` with ``config``)."""
+        directory = self.workdir / name
+        directory.mkdir(exist_ok=True)
+        return build_script(script, config, directory)
+
+    def _wrk(self, script: str, config: dict[str, Any], name: str, duration_s: float) -> WrkRun:
+        return run_wrk(self.stack.url, self.script(script, config, name), duration_s=duration_s,
+                       connections=self.connections, threads=self.wrk_threads)
+
+    def seed(self) -> None:
+        """Complete the replay keys; learn which features the gateway has."""
+        self.replay_keys, self.features = seed_replays(self.stack.http, self.stack.url, self.stack.hs256_secret)
+
+    def ceiling(self, duration_s: float) -> WrkRun:
+        """(a) ``GET /healthz``."""
+        return self._wrk("fixed", ceiling_config(), "ceiling", duration_s)
+
+    def decide(self, duration_s: float) -> WrkRun:
+        """(b) the read-only allow decision."""
+        return self._wrk("fixed", decide_config(self.stack.hs256_secret), "decide", duration_s)
+
+    def mix(self, duration_s: float, *, rate: float = 0.0, timeline: bool = False, name: str = "mix") -> WrkRun:
+        """(c) the mix, at full speed or paced to ``rate`` requests/s."""
+        config = mix_config(self.stack.hs256_secret, self.replay_keys, rate=rate, threads=self.wrk_threads,
+                            timeline=timeline)
+        return self._wrk("mix", config, name, duration_s)
+
+    def mix_until(self, decisions: int, mix_rps: float, *, max_s: float = 900.0) -> int:
+        """Run the mix until the gateway counted ``decisions``; returns the count reached."""
+        deadline = time.monotonic() + max_s
+        count = decisions_so_far(self.stack)
+        while count < decisions and time.monotonic() < deadline:
+            # About 95 % of mix requests are decisions; overshoot a little rather than loop.
+            needed_s = (decisions - count) / max(mix_rps * 0.9, 1.0) + 1
+            self.mix(min(needed_s, 300.0, deadline - time.monotonic()), name="memory")
+            count = decisions_so_far(self.stack)
+        return count
+
+
+def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
+    """Run every workload (see the module docstring); returns the result document."""
+    ensure_wrk()
+    duration = float(args.duration)
+    workdir = Path(tempfile.mkdtemp(prefix="toolgate-bench-"))
+    _log(f"work directory {workdir}")
+    try:
+        _log("(d) engine in-process")
+        engine = run_engine_bench(min(duration, 10.0))
+        stack = Stack(workdir / "stack", workers=args.workers, threads=args.threads,
+                      extra_env={"TOOLGATE_AUDIT_SQLITE_SYNCHRONOUS": args.audit_synchronous}).start()
+        try:
+            bench = Bench(stack, workdir, connections=args.connections, wrk_threads=args.wrk_threads)
+            bench.seed()
+            _log(f"gateway up at {stack.url}, workers {stack.worker_pids()}, features {bench.features}")
+            bench.mix(min(5.0, duration), name="warmup")
+            _log("(a) ceiling")
+            ceiling = summarize(bench.ceiling(duration))
+            _log(f"    {ceiling['rps']} req/s; (b) decide allow")
+            decide = summarize(bench.decide(duration))
+            _log(f"    {decide['rps']} req/s; (c) mix")
+            mix = summarize(bench.mix(duration), check_kinds=True)
+            _log(f"    {mix['rps']} req/s; (c) mix paced at {mix['rps'] / 2:.0f} req/s")
+            half = summarize(bench.mix(duration, rate=mix["rps"] / 2, name="half"), check_kinds=True)
+            _log(f"    p99 {half['p99_ms']} ms; memory: mix until 50k decisions")
+            bench.mix_until(args.decisions // 2, mix["rps"])
+            rss_50k = worker_rss(stack)
+            _log(f"    RSS {rss_50k}; until {args.decisions} decisions")
+            reached = bench.mix_until(args.decisions, mix["rps"])
+            rss_100k = worker_rss(stack)
+            _log(f"    RSS {rss_100k} at {reached} decisions")
+            metrics_text = stack.metrics_text()
+            extra = {
+                "decisions_total": int(metric_sum(metrics_text, "toolgate_decisions_total")),
+                "error_responses_total": int(metric_sum(metrics_text, "toolgate_errors_total")),
+                "decision_log_bytes": stack.audit_path.stat().st_size if stack.audit_path.exists() else None,
+                "features": bench.features,
+            }
+        finally:
+            stack.stop()
+        extra.update(
+            duration_s=duration,
+            settings={"workers": args.workers, "threads": args.threads, "connections": args.connections,
+                      "wrk_threads": args.wrk_threads, "engine": "embedded", "env": "production", "cpus": os.cpu_count(),
+                      "audit_sqlite_synchronous": args.audit_synchronous},
+            engine_evaluations=engine.evaluations,
+            pacing="wrk Lua delay(): per-thread send slots 1/rate apart; latency from min(slot, send)",
+        )
+        return build_results(ceiling=ceiling, decide=decide, mix=mix, half=half,
+                             engine={k: v for k, v in asdict(engine).items() if k != "evaluations"},
+                             rss_50k=rss_50k, rss_100k=rss_100k, extra=extra)
+    finally:
+        if not args.keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``python -m bench``."""
+    p = argparse.ArgumentParser(prog="python -m bench", description="toolgate benchmark (DESIGN §8), loopback only.")
+    p.add_argument("--duration", type=float, default=30.0, help="seconds per workload (default 30)")
+    p.add_argument("--out", type=Path, help="write the results as JSON to this file")
+    p.add_argument("--workers", type=int, default=2, help="gunicorn workers (default 2: one per core)")
+    p.add_argument("--threads", type=int, default=4, help="gthread threads per worker (default 4)")
+    p.add_argument("--connections", type=int, default=16, help="wrk connections (default 16)")
+    p.add_argument("--wrk-threads", type=int, default=1, help="wrk threads (default 1)")
+    p.add_argument("--decisions", type=int, default=100_000, help="decisions before the last RSS sample")
+    p.add_argument("--audit-synchronous", choices=("FULL", "NORMAL"), default="FULL",
+                   help="SQLite decision log durability (default FULL, the shipped default: fsync per record)")
+    p.add_argument("--keep", action="store_true", help="keep the work directory (logs, scripts, SQLite)")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: run, print the table, write ``--out``. Exit 0, or 2 when a tool is missing."""
+    args = build_parser().parse_args(argv)
+    # SIGTERM unwinds like Ctrl-C, so the finally blocks stop Redis, gunicorn and wrk.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    try:
+        results = run_benchmark(args)
+    except (RuntimeError, OSError) as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 2
+    print(format_table(results))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(results, indent=2, sort_keys=False) + "\n")
+        _log(f"results written to {args.out}")
+    return 0

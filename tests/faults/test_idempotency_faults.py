@@ -1,0 +1,160 @@
+"""Idempotency under faults (DESIGN §4): Redis stopped, restarted empty or hanging; leases that
+expire without a report; late reports. Each test owns a real redis-server it can stop."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+import yaml
+
+from app.cli import main
+from tests.conftest import CONTRACTS_DIR
+from tests.support.idempotency import decide, report, ticket, ticket_input
+from tests.support.servers import RedisServer
+
+REPORT_INPUT = {"start_date": "2025-01-01", "end_date": "2025-01-31"}
+
+
+@pytest.fixture
+def own_redis(tmp_path):
+    server = RedisServer(tmp_path / "redis").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def app_on(make_app, own_redis):
+    """``app_on(**overrides)``: an app on ``own_redis`` with a socket timeout that a loaded test
+    machine does not hit by accident (2 s) unless the test sets its own."""
+    return lambda **overrides: make_app(**{"redis_url": own_redis.url, "redis_socket_timeout_ms": 2000, **overrides})
+
+
+def _state(resp) -> str:
+    assert resp.status_code == 200, resp.get_json()
+    return resp.get_json()["idempotency"]["state"]
+
+
+def _unavailable(resp) -> None:
+    assert resp.status_code == 503, resp.get_json()
+    assert resp.get_json()["error"]["code"] == "DEPENDENCY_UNAVAILABLE"
+    assert resp.get_json()["error"]["retryable"] is True and resp.headers["Retry-After"] == "1"
+
+
+def test_redis_stopped_mid_run_allows_nothing_mutating_then_recovers(app_on, own_redis, opa_server):
+    client = app_on(engine="opa", opa_url=opa_server.url).test_client()
+    reserved = ticket_input()
+    assert _state(decide(client, "createTicket", reserved)) == "reserved"
+    asked = len(opa_server.calls)
+
+    own_redis.stop()
+    _unavailable(decide(client, "createTicket", ticket_input()))
+    _unavailable(decide(client, "createTicket", reserved))
+    _unavailable(report(client, reserved["clientMutationId"], "complete", {"result": ticket()}))
+    assert len(opa_server.calls) == asked  # the policy was never asked
+    read = decide(client, "exportReport", REPORT_INPUT)
+    assert read.status_code == 200 and read.get_json()["decision"] == "allow"
+
+    own_redis.start()  # back, empty: the same app reconnects without a restart
+    assert _state(decide(client, "createTicket", ticket_input())) == "reserved"
+
+
+def test_redis_restarted_empty_forgets_completed_keys(app_on, own_redis):
+    """The durability limit stated in the README: without persistence a restart loses records."""
+    client = app_on().test_client()
+    tool_input = ticket_input()
+    assert _state(decide(client, "createTicket", tool_input)) == "reserved"
+    assert report(client, tool_input["clientMutationId"], "complete", {"result": ticket()}).status_code == 200
+    assert _state(decide(client, "createTicket", tool_input)) == "replayed"
+    own_redis.restart_empty()
+    assert _state(decide(client, "createTicket", tool_input)) == "reserved"  # treated as new
+
+
+def test_hanging_redis_fails_within_the_socket_timeout(app_on, own_redis):
+    client = app_on(redis_socket_timeout_ms=300).test_client()
+    assert _state(decide(client, "createTicket", ticket_input())) == "reserved"
+    os.kill(own_redis.proc.pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        _unavailable(decide(client, "createTicket", ticket_input()))
+        assert time.monotonic() - started < 1.5
+        assert decide(client, "exportReport", REPORT_INPUT).get_json()["decision"] == "allow"
+    finally:
+        os.kill(own_redis.proc.pid, signal.SIGCONT)
+    assert _state(decide(client, "createTicket", ticket_input())) == "reserved"
+
+
+def _resolve(monkeypatch, capsys, redis_url: str, key: str, outcome: str) -> tuple[int, str, str]:
+    """``toolgate idempotency resolve`` in this process, configured through the environment."""
+    monkeypatch.setenv("TOOLGATE_REDIS_URL", redis_url)
+    monkeypatch.setenv("TOOLGATE_REDIS_SOCKET_TIMEOUT_MS", "2000")
+    code = main(["idempotency", "resolve", "--tenant", "acme", "--key", key, "--as", outcome])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_expired_lease_blocks_until_an_operator_resolves(app_on, own_redis, monkeypatch, capsys):
+    client = app_on(idempotency_lease_s=1).test_client()
+    tool_input = ticket_input()
+    key = tool_input["clientMutationId"]
+    assert _state(decide(client, "createTicket", tool_input)) == "reserved"
+    running = ticket_input()
+    assert _state(decide(app_on().test_client(), "createTicket", running)) == "reserved"  # a 60 s lease
+    code, _, err = _resolve(monkeypatch, capsys, own_redis.url, running["clientMutationId"], "released")
+    assert code == 1 and "still in progress" in err
+    time.sleep(1.1)
+    blocked = decide(client, "createTicket", tool_input)
+    assert blocked.status_code == 409 and blocked.get_json()["error"]["details"] == {"outcome": "unknown"}
+    assert blocked.get_json()["error"]["retryable"] is False
+
+    code, out, _ = _resolve(monkeypatch, capsys, own_redis.url, key, "released")
+    assert code == 0 and json.loads(out) == {"tenant": "acme", "key": key, "state": "released"}
+    assert _state(decide(client, "createTicket", tool_input)) == "reserved"
+    time.sleep(1.1)
+    code, out, _ = _resolve(monkeypatch, capsys, own_redis.url, key, "completed")
+    assert code == 0 and json.loads(out)["state"] == "completed"
+    replay = decide(client, "createTicket", tool_input).get_json()["idempotency"]
+    assert replay["state"] == "replayed" and replay["outcome"] == "completed" and replay["result"] is None
+
+    code, _, err = _resolve(monkeypatch, capsys, own_redis.url, "no-such-key", "completed")
+    assert code == 1 and "no idempotency record" in err
+    code, _, err = _resolve(monkeypatch, capsys, own_redis.url, "bad\x7fkey", "completed")
+    assert code == 2
+    own_redis.stop()
+    code, _, err = _resolve(monkeypatch, capsys, own_redis.url, key, "completed")
+    assert code == 1 and "unavailable" in err
+
+
+@pytest.fixture
+def retry_safe_delete(tmp_path):
+    """A contracts dir where deleteFile is retry_safe with a 2 s lease (the default is 60 s)."""
+    contracts = tmp_path / "contracts"
+    contracts.mkdir()
+    spec = yaml.safe_load((CONTRACTS_DIR / "deleteFile.v1.yaml").read_text())
+    spec.update(retry_safe=True, lease_s=2)
+    (contracts / "deleteFile.v1.yaml").write_text(yaml.safe_dump(spec))
+    return contracts
+
+
+def test_retry_safe_lease_expiry_reclaims_and_a_late_complete_is_refused(app_on, retry_safe_delete):
+    client = app_on(contracts_dir=retry_safe_delete).test_client()
+    call = {"path": "/srv/tmp/old.log"}
+    admin = {"roles": ["admin"]}
+    first = decide(client, "deleteFile", call, key="del-1", **admin)
+    assert _state(first) == "reserved"
+    busy = decide(client, "deleteFile", call, key="del-1", **admin)
+    assert busy.status_code == 409 and busy.headers["Retry-After"] in ("1", "2")  # the contract's lease
+    time.sleep(2.1)
+    second = decide(client, "deleteFile", call, key="del-1", **admin)
+    assert _state(second) == "reserved"
+    old_token = first.get_json()["idempotency"]["reservation_token"]
+    new_token = second.get_json()["idempotency"]["reservation_token"]
+    late = report(client, "del-1", "complete", {"result": {"deleted": "first"}, "reservation_token": old_token}, **admin)
+    assert late.status_code == 409 and late.get_json()["error"]["details"] == {"reason": "stale_reservation"}
+    done = report(client, "del-1", "complete", {"result": {"deleted": "second"}, "reservation_token": new_token}, **admin)
+    assert done.status_code == 200
+    replay = decide(client, "deleteFile", call, key="del-1", **admin).get_json()["idempotency"]
+    assert replay["state"] == "replayed" and replay["result"] == {"deleted": "second"}

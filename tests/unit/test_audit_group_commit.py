@@ -1,0 +1,69 @@
+"""Group commit of the SQLite decision log (app.audit.sqlite): concurrent appends of one
+process share transactions, every caller gets its own committed record, chains stay intact,
+and a failing group is retried record by record."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from app.audit import AuditEvent
+from app.audit.chain import verify_chains
+from app.audit.sqlite import SqliteDecisionStore, _Pending
+from app.errors import DependencyUnavailable
+
+
+def _event(i: int | str, tenant: str = "acme") -> AuditEvent:
+    return AuditEvent(event="decide", tenant=tenant, request_id=f"req-{i}", subject_id="u-1", tool="readFile",
+                      version="1", decision="allow")
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    s = SqliteDecisionStore(tmp_path / "decisions.sqlite")
+    yield s
+    s.close()
+
+
+def test_concurrent_appends_share_transactions_and_keep_chains(store, monkeypatch):
+    transactions = []
+    real_write = store._write
+
+    def counting_write():
+        transactions.append(1)
+        return real_write()
+
+    monkeypatch.setattr(store, "_write", counting_write)
+    results: dict[int, str] = {}
+
+    def append(i: int) -> None:
+        record = store.append(_event(i, tenant=("acme", "globex")[i % 2]))
+        results[i] = record.request_id
+
+    threads = [threading.Thread(target=append, args=(i,)) for i in range(64)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == {i: f"req-{i}" for i in range(64)}
+    assert len(transactions) < 64  # some appends rode along in another thread's transaction
+    report = verify_chains(store, b"k" * 32)
+    assert report.ok and report.records == 64 and report.tenants == 2
+
+
+def test_a_failing_group_is_retried_one_record_at_a_time(store, monkeypatch):
+    real_append_in = store._append_in
+
+    def failing_for_bad(cur, event):
+        if event.request_id == "req-bad":
+            raise DependencyUnavailable("the decision log is unavailable", log_detail="test")
+        return real_append_in(cur, event)
+
+    monkeypatch.setattr(store, "_append_in", failing_for_bad)
+    group = [_Pending(_event(1)), _Pending(_event("bad")), _Pending(_event(2))]
+    store._commit_group(group)
+    assert group[0].record is not None and group[2].record is not None
+    assert isinstance(group[1].error, DependencyUnavailable) and group[1].record is None
+    assert verify_chains(store, b"k" * 32).records == 2

@@ -1,0 +1,61 @@
+"""The Redis connection: lazy, bounded by the socket timeout, errors translated to 503."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+from redis import RedisError
+
+from app.errors import DependencyUnavailable
+from app.redis_client import LuaScript, build_redis
+from app.settings import Settings
+from tests.support.servers import free_port
+
+ECHO = LuaScript("return {KEYS[1], ARGV[1]}")
+
+
+def test_commands_and_scripts_run(redis_server, redis_client):
+    redis = build_redis(Settings(redis_url=redis_server.url))
+    redis.ping()
+    assert redis.eval("echo", ECHO, ["k"], ["v"]) == ["k", "v"]
+    assert redis_client.script_exists(ECHO.sha) == [True]  # EVALSHA fell back to EVAL once
+    assert redis.eval("echo", ECHO, ["k"], [7]) == ["k", "7"]
+    redis.close()
+
+
+def test_nothing_connects_before_the_first_command():
+    redis = build_redis(Settings(redis_url=f"redis://127.0.0.1:{free_port()}/0"))
+    with pytest.raises(DependencyUnavailable) as err:
+        redis.ping()
+    assert isinstance(err.value.__cause__, RedisError)
+    assert err.value.retryable and err.value.retry_after_s == 1
+
+
+def test_a_silent_server_times_out_after_the_socket_timeout():
+    with socket.socket() as silent:  # accepts connections (kernel backlog) but never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        redis = build_redis(Settings(redis_url=f"redis://127.0.0.1:{port}/0", redis_socket_timeout_ms=100))
+        started = time.monotonic()
+        with pytest.raises(DependencyUnavailable) as err:
+            redis.ping()
+        elapsed = time.monotonic() - started
+        redis.close()
+    assert 0.09 <= elapsed < 0.5
+    assert "Timeout" in err.value.log_detail
+
+
+def test_a_malformed_url_fails_at_build():
+    with pytest.raises(ValueError):
+        build_redis(Settings(redis_url="http://127.0.0.1:6379"))
+
+
+def test_close_then_reconnect(redis_server):
+    redis = build_redis(Settings(redis_url=redis_server.url))
+    redis.ping()
+    redis.close()
+    redis.ping()
+    redis.close()
