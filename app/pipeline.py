@@ -238,6 +238,21 @@ def build_policy_input(
     }
 
 
+def trusted_history(ctx: DecideContext, deps: Deps) -> dict[str, Any]:
+    """``input.history`` (DESIGN §3): what the decision log says this verified subject did in
+    the caller's conversation (``context.conversation_id``) over the last 24 h — allowed,
+    non-replayed calls counted per tool. Without a conversation id the policy gets ``{}``:
+    per-conversation rules then see no history, never a caller-supplied one. Raises
+    ``DependencyUnavailable`` (503) when the decision log cannot be read."""
+    conversation_id = _conversation_id(ctx)
+    if conversation_id is None:
+        return {}
+    assert ctx.subject is not None
+    return deps.decision_reader.subject_history(
+        ctx.subject.tenant, ctx.subject.id, conversation_id=conversation_id
+    ).as_input()
+
+
 def _rfc3339_now() -> str:
     return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -524,7 +539,7 @@ def _decide_authenticated(deps: Deps, ctx: DecideContext) -> dict[str, Any]:
     if ctx.decision is None:  # None unless a presented approval was refused
         with ctx.phases.measure("policy"):
             approval_input = verified.policy_input() if verified else None
-            policy_input = build_policy_input(ctx, tool, approval=approval_input)
+            policy_input = build_policy_input(ctx, tool, history=trusted_history(ctx, deps), approval=approval_input)
             ctx.decision = deps.engine.evaluate(policy_input, traceparent=call.traceparent)
         with ctx.phases.measure("approval"):
             approval = settle_approval(ctx, deps, tool, verified)
