@@ -9,8 +9,18 @@ No Flask here: ``app.web.executions`` authenticates and parses, then calls these
 from __future__ import annotations
 
 from app.contracts import ContractRegistry
+from app.errors import NotFound, ValidationFailed
 from app.idempotency import IdempotencyStore, Report, Scope, validate_key
 from app.models import CompleteReport, FailReport, Subject
+
+
+def _scope(subject: Subject, key: str) -> Scope:
+    """The record ``subject``'s tenant holds under ``key``; a key that is not 1-255 printable
+    ASCII can have no record: ``NotFound`` (404), without asking Redis."""
+    try:
+        return Scope(subject.tenant, validate_key(key))
+    except ValidationFailed:
+        raise NotFound("no execution with this key") from None
 
 
 def report_complete(
@@ -18,12 +28,12 @@ def report_complete(
 ) -> Report:
     """Store ``report.result`` for the call ``subject`` reserved under ``key``.
 
-    Raises ``ValidationFailed`` (400 malformed key, 422 result does not match the contract's
-    output schema), ``NotFound`` (404: no such record for this tenant and subject),
+    Raises ``ValidationFailed`` (422: the result does not match the contract's output
+    schema), ``NotFound`` (404: no such record for this tenant and subject, or a malformed key),
     ``Conflict`` (409: not the caller's reservation any more, or already settled otherwise),
     ``DependencyUnavailable`` (503).
     """
-    scope = Scope(subject.tenant, validate_key(key))
+    scope = _scope(subject, key)
     tool, version = store.reserved_tool(scope, subject.id)
     contract = contracts.get(tool, version)
     result = contract.validate_output(report.result) if contract else report.result
@@ -34,10 +44,10 @@ def report_failure(store: IdempotencyStore, subject: Subject, key: str, report: 
     """Record that the call ``subject`` reserved under ``key`` failed: ``report.retryable``
     releases the key, otherwise the failure and ``report.reason`` are replayed to retries.
 
-    Raises ``ValidationFailed`` (400 malformed key), ``NotFound`` (404), ``Conflict`` (409),
-    ``DependencyUnavailable`` (503), as ``report_complete``.
+    Raises ``NotFound`` (404), ``Conflict`` (409), ``DependencyUnavailable`` (503), as
+    ``report_complete``.
     """
-    scope = Scope(subject.tenant, validate_key(key))
+    scope = _scope(subject, key)
     return store.fail(
         scope, subject.id, retryable=report.retryable, reason=report.reason, token=report.reservation_token
     )

@@ -27,8 +27,8 @@ def complete(key: str):
     Headers: ``Authorization: Bearer <JWT>`` of the tenant and subject that reserved the key.
     Body: ``CompleteReport`` ``{"result": <JSON>, "reservation_token"?: str}``. ``200``
     ``ExecutionReportResponse`` ``{"key", "state": "completed", "retention_expires_at",
-    "request_id"}``; a repeat of the same report answers the same. Errors: 400 malformed body
-    or key, 401, 404 NOT_FOUND (no such reservation for this tenant and subject), 409
+    "request_id"}``; a repeat of the same report answers the same. Errors: 400 malformed body,
+    401, 404 NOT_FOUND (no such reservation for this tenant and subject; a malformed key), 409
     CONFLICT (not the caller's reservation any more, or already settled), 422
     VALIDATION_ERROR (body schema, or the result does not match the tool's output schema),
     503 (Redis).

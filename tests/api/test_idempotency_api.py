@@ -393,6 +393,8 @@ def test_unknown_key_other_subject_and_other_tenant_are_404(client):
     tool_input = ticket_input()
     key = _reserved(decide(client, "createTicket", tool_input))["key"]
     _error(report(client, "no-such-key", "complete", {"result": ticket()}), 404, "NOT_FOUND", False)
+    for malformed in ("caf\u00e9", "bell\x07", "x" * 256):  # no record can have such a key
+        _error(report(client, malformed, "complete", {"result": ticket()}), 404, "NOT_FOUND", False)
     _error(report(client, key, "complete", {"result": ticket()}, sub="u-2"), 404, "NOT_FOUND", False)
     _error(report(client, key, "fail", {"retryable": True, "reason": "x"}, tenant="globex"), 404, "NOT_FOUND", False)
 
