@@ -93,8 +93,38 @@ def _idempotency_resolve(args: argparse.Namespace) -> int:
         return 1
     finally:
         redis.close()
+    try:
+        _record_resolution(settings, args.tenant, args.key, state)
+    except ToolgateError as exc:
+        print(f"toolgate idempotency resolve: resolved as {state}, but the decision log could not record it: "
+              f"{exc.log_detail or exc.message}", file=sys.stderr)
+        return 1
     print(json.dumps({"tenant": args.tenant, "key": args.key, "state": state}))
     return 0
+
+
+def _record_resolution(settings, tenant: str, key: str, state: str) -> None:
+    """Append the ``idempotency_resolve`` record (DESIGN §6) for an operator's resolution; the
+    operator is the local user. Raises ``DependencyUnavailable`` when it cannot be written."""
+    import getpass
+    import uuid
+
+    from app.audit import AuditEvent, hash_idempotency_key, open_from_settings
+
+    store = open_from_settings(settings)
+    try:
+        store.append(
+            AuditEvent(
+                event="idempotency_resolve",
+                request_id=f"cli-{uuid.uuid4().hex}",
+                tenant=tenant,
+                subject_id=f"operator:{getpass.getuser()}",
+                reasons=(f"resolved as {state} by an operator",),
+                idempotency_key_hash=hash_idempotency_key(settings.audit_key_hash_secret.get_secret_value(), key),
+            )
+        )
+    finally:
+        store.close()
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from contextlib import contextmanager
+from typing import Iterator, TypeVar
 
 from flask import Blueprint, current_app, jsonify, request
 from pydantic import BaseModel, ValidationError
 
 from app import metrics
-from app.errors import ValidationFailed
+from app.audit import AuditEvent, hash_idempotency_key
+from app.errors import ToolgateError, ValidationFailed
 from app.executions import report_complete, report_failure
 from app.idempotency import Report
 from app.models import CompleteReport, FailReport, Subject
 from app.pipeline import parse_json_object
-from app.web.requests import log_fields, request_id
+from app.web.requests import log_fields, request_id, traceparent
 
 bp = Blueprint("executions", __name__)
 
@@ -35,8 +37,11 @@ def complete(key: str):
     """
     deps = current_app.extensions["toolgate"]
     subject = _subject(deps)
-    report = _body(CompleteReport)
-    return _answer(key, report_complete(deps.idempotency, deps.contracts, subject, key, report))
+    with _recorded("execution_complete", deps, subject, key) as reasons:
+        report = _body(CompleteReport)
+        outcome = report_complete(deps.idempotency, deps.contracts, subject, key, report)
+        reasons.append(f"execution {outcome.state}")
+    return _answer(key, outcome)
 
 
 @bp.post("/v1/executions/<path:key>/fail")
@@ -50,8 +55,41 @@ def fail(key: str):
     """
     deps = current_app.extensions["toolgate"]
     subject = _subject(deps)
-    report = _body(FailReport)
-    return _answer(key, report_failure(deps.idempotency, subject, key, report))
+    with _recorded("execution_fail", deps, subject, key) as reasons:
+        report = _body(FailReport)
+        reasons.append(report.reason)
+        outcome = report_failure(deps.idempotency, subject, key, report)
+        reasons.append(f"execution {outcome.state}")
+    return _answer(key, outcome)
+
+
+@contextmanager
+def _recorded(event: str, deps, subject: Subject, key: str) -> Iterator[list[str]]:
+    """Append the report's decision log record (DESIGN §6) once the block ends, refused
+    reports included; yields the list of reasons to record. The key is stored only as its
+    keyed hash. Raises ``DependencyUnavailable`` (503) when the record cannot be written."""
+    reasons: list[str] = []
+    error: ToolgateError | None = None
+    try:
+        yield reasons
+    except ToolgateError as exc:
+        error = exc
+        raise
+    finally:
+        secret = deps.settings.audit_key_hash_secret.get_secret_value()
+        deps.decision_log.append(
+            AuditEvent(
+                event=event,
+                request_id=request_id(),
+                trace_id=traceparent()[1],
+                tenant=subject.tenant,
+                subject_id=subject.id,
+                roles=subject.roles,
+                reasons=tuple(r[:500] for r in reasons),
+                idempotency_key_hash=hash_idempotency_key(secret, key),
+                error_code=error.code if error else None,
+            )
+        )
 
 
 def _subject(deps) -> Subject:

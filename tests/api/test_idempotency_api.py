@@ -474,3 +474,23 @@ def test_openapi_documents_the_execution_reports(client):
     info = doc["components"]["schemas"]["IdempotencyInfo"]["properties"]
     assert {"reservation_token", "lease_expires_at", "result", "replayed", "outcome"} <= set(info)
 
+
+
+def test_execution_reports_are_recorded_in_the_decision_log(app, client):
+    """DESIGN §6: every execution report, refused ones included, is a decision record; the key
+    is stored only as its keyed hash."""
+    from app.audit import DecisionQuery
+
+    tool_input = ticket_input()
+    key = tool_input["clientMutationId"]
+    assert decide(client, "createTicket", tool_input).status_code == 200
+    assert report(client, key, "complete", {"result": ticket()}).status_code == 200
+    assert report(client, key, "fail", {"retryable": True, "reason": "too late"}).status_code == 409
+    reader = app.extensions["toolgate"].decision_reader
+    completes = reader.query(DecisionQuery(tenant="acme", event="execution_complete"), limit=10).records
+    fails = reader.query(DecisionQuery(tenant="acme", event="execution_fail"), limit=10).records
+    assert [(r.reasons, r.error_code) for r in completes] == [(("execution completed",), None)]
+    assert [(r.reasons, r.error_code) for r in fails] == [(("too late",), "CONFLICT")]
+    decide_record = reader.query(DecisionQuery(tenant="acme", event="decide"), limit=10).records[0]
+    assert completes[0].idempotency_key_hash == decide_record.idempotency_key_hash
+    assert key not in completes[0].idempotency_key_hash

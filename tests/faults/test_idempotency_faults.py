@@ -11,6 +11,7 @@ import time
 import pytest
 import yaml
 
+from app.audit import DecisionQuery, open_decision_log
 from app.cli import main
 from tests.conftest import CONTRACTS_DIR
 from tests.support.idempotency import decide, report, ticket, ticket_input
@@ -88,7 +89,8 @@ def test_hanging_redis_fails_within_the_socket_timeout(app_on, own_redis):
 
 
 def _resolve(monkeypatch, capsys, redis_url: str, key: str, outcome: str) -> tuple[int, str, str]:
-    """``toolgate idempotency resolve`` in this process, configured through the environment."""
+    """``toolgate idempotency resolve`` in this process, configured through the environment
+    (its decision log is ``TOOLGATE_AUDIT_DSN``, set by ``cli_audit_dsn``)."""
     monkeypatch.setenv("TOOLGATE_REDIS_URL", redis_url)
     monkeypatch.setenv("TOOLGATE_REDIS_SOCKET_TIMEOUT_MS", "2000")
     code = main(["idempotency", "resolve", "--tenant", "acme", "--key", key, "--as", outcome])
@@ -96,7 +98,22 @@ def _resolve(monkeypatch, capsys, redis_url: str, key: str, outcome: str) -> tup
     return code, out.out, out.err
 
 
-def test_expired_lease_blocks_until_an_operator_resolves(app_on, own_redis, monkeypatch, capsys):
+@pytest.fixture
+def cli_audit_dsn(tmp_path, monkeypatch):
+    dsn = str(tmp_path / "cli-decisions.sqlite")
+    monkeypatch.setenv("TOOLGATE_AUDIT_DSN", dsn)
+    return dsn
+
+
+def _resolutions(dsn: str) -> list:
+    store = open_decision_log(dsn)
+    try:
+        return store.query(DecisionQuery(tenant="acme", event="idempotency_resolve"), limit=100).records
+    finally:
+        store.close()
+
+
+def test_expired_lease_blocks_until_an_operator_resolves(app_on, own_redis, monkeypatch, capsys, cli_audit_dsn):
     client = app_on(idempotency_lease_s=1).test_client()
     tool_input = ticket_input()
     key = tool_input["clientMutationId"]
@@ -116,6 +133,11 @@ def test_expired_lease_blocks_until_an_operator_resolves(app_on, own_redis, monk
     time.sleep(1.1)
     code, out, _ = _resolve(monkeypatch, capsys, own_redis.url, key, "completed")
     assert code == 0 and json.loads(out)["state"] == "completed"
+    records = _resolutions(cli_audit_dsn)
+    assert [r.reasons for r in records] == [
+        ("resolved as completed by an operator",), ("resolved as released by an operator",)
+    ]
+    assert all(r.idempotency_key_hash and key not in r.idempotency_key_hash for r in records)
     replay = decide(client, "createTicket", tool_input).get_json()["idempotency"]
     assert replay["state"] == "replayed" and replay["outcome"] == "completed" and replay["result"] is None
 
