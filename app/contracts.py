@@ -194,7 +194,7 @@ def _pydantic_validator(model: type[BaseModel], sensitive: tuple[str, ...], what
             problems = []
             for err in exc.errors(include_input=False, include_url=False):
                 path = _pointer(err["loc"])
-                message = "value is not valid" if _is_sensitive(path, sensitive) else err["msg"]
+                message = "value is not valid" if _is_sensitive(path, sensitive) else err["msg"].removeprefix("Value error, ")
                 problems.append({"path": path, "message": message[:300]})
             raise _fail(problems, what) from None
 
