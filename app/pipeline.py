@@ -12,13 +12,11 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import math
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
-from pydantic import ValidationError
 from ulid import ULID
 
 from app import metrics
@@ -26,6 +24,7 @@ from app.approvals import GRANT_INVALID, UNBINDABLE_INPUT, ApprovalRejected, App
 from app.audit import AuditEvent, DecisionLog, DecisionLogReader, hash_idempotency_key, is_storable
 from app.auth import TokenVerifier
 from app.contracts import ContractRegistry, ToolContract
+from app.bodies import parse_body
 from app.engine import PolicyEngine
 from app.errors import DependencyUnavailable, InternalError, ToolgateError, ValidationFailed
 from app.fingerprint import fingerprint
@@ -122,41 +121,6 @@ class ToolFacts:
         }
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError("number out of range")
-    return value
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    obj = dict(pairs)
-    if len(obj) != len(pairs):
-        raise ValueError("duplicate object key")
-    return obj
-
-
-def parse_json_object(body: bytes) -> dict[str, Any]:
-    """Parse a request body as one JSON object (RFC 8259): UTF-8, no NaN/Infinity, no duplicate
-    keys, finite numbers. Raises ``ValidationFailed`` (400) with a safe message."""
-    try:
-        data = json.loads(
-            body.decode("utf-8"),
-            parse_constant=_reject_constant,
-            parse_float=_finite_float,
-            object_pairs_hook=_no_duplicate_keys,
-        )
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise ValidationFailed("request body is not valid JSON", http_status=400) from None
-    if not isinstance(data, dict):
-        raise ValidationFailed("request body must be a JSON object", http_status=400)
-    return data
-
-
 def _depth(value: Any, limit: int) -> int:
     """Nesting depth of a JSON value, stopping once ``limit`` is exceeded (iterative)."""
     deepest, stack = 0, [(value, 1)]
@@ -173,17 +137,7 @@ def _depth(value: Any, limit: int) -> int:
 
 def parse(ctx: DecideContext, settings: Settings) -> DecideRequest:
     """Step 3: body -> ``DecideRequest``. 400 malformed, 422 envelope schema, 422 too deep."""
-    data = parse_json_object(ctx.call.body)
-    try:
-        request = DecideRequest.model_validate(data)
-    except ValidationError as exc:
-        problems = [
-            {"path": "/" + "/".join(str(p) for p in err["loc"]), "message": err["msg"]}
-            for err in exc.errors(include_input=False, include_url=False)
-        ]
-        raise ValidationFailed(
-            "request does not match the decide schema", http_status=422, details={"problems": problems[:50]}
-        ) from None
+    request = parse_body(DecideRequest, ctx.call.body, "request does not match the decide schema")
     if _depth(request.input, settings.max_input_depth) > settings.max_input_depth:
         raise ValidationFailed(
             f"input is nested deeper than {settings.max_input_depth} levels",

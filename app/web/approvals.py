@@ -7,15 +7,14 @@ another tenant's approval id is simply unknown (404). Bodies and errors per DESI
 from __future__ import annotations
 
 from flask import Blueprint, current_app, jsonify, request
-from pydantic import ValidationError
 from ulid import ULID
 
 from app import metrics
 from app.approvals import Approval, ApprovalService
 from app.audit import AuditEvent
+from app.bodies import parse_body
 from app.errors import ToolgateError, ValidationFailed
 from app.models import ApprovalAnswerBody, ApprovalListResponse, ApprovalResponse, Subject
-from app.pipeline import parse_json_object
 from app.web.requests import log_fields, request_id, traceparent
 
 bp = Blueprint("approvals", __name__)
@@ -83,7 +82,7 @@ def answer_approval(approval_id: str):
     already answered or expired, 503 Redis down or no signing key configured.
     """
     subject, approvals = _caller()
-    answer = _answer_body()
+    answer = parse_body(ApprovalAnswerBody, request.get_data(cache=False), "request does not match the approval answer schema")
     decision_id = str(ULID())
     log_fields(approval_id=approval_id[:64], decision_id=decision_id, approved=answer.approved)
     approval: Approval | None = None
@@ -100,19 +99,6 @@ def answer_approval(approval_id: str):
     metrics.APPROVALS_ANSWERED.labels("approved" if answer.approved else "rejected").inc()
     body = ApprovalResponse(approval=approval.view(approvals.now_ms()), grant=grant, request_id=request_id())
     return jsonify(body.model_dump(mode="json"))
-
-
-def _answer_body() -> ApprovalAnswerBody:
-    try:
-        return ApprovalAnswerBody.model_validate(parse_json_object(request.get_data(cache=False)))
-    except ValidationError as exc:
-        problems = [
-            {"path": "/" + "/".join(str(p) for p in err["loc"]), "message": err["msg"]}
-            for err in exc.errors(include_input=False, include_url=False)
-        ]
-        raise ValidationFailed(
-            "request does not match the approval answer schema", http_status=422, details={"problems": problems[:50]}
-        ) from None
 
 
 def _record_answer(

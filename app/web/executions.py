@@ -3,23 +3,20 @@
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator, TypeVar
+from typing import Iterator
 
 from flask import Blueprint, current_app, jsonify, request
-from pydantic import BaseModel, ValidationError
 
 from app import metrics
 from app.audit import AuditEvent, hash_idempotency_key
-from app.errors import ToolgateError, ValidationFailed
+from app.bodies import parse_body
+from app.errors import ToolgateError
 from app.executions import report_complete, report_failure
 from app.idempotency import Report
 from app.models import CompleteReport, FailReport, Subject
-from app.pipeline import parse_json_object
 from app.web.requests import log_fields, request_id, traceparent
 
 bp = Blueprint("executions", __name__)
-
-M = TypeVar("M", bound=BaseModel)
 
 
 @bp.post("/v1/executions/<path:key>/complete")
@@ -38,7 +35,7 @@ def complete(key: str):
     deps = current_app.extensions["toolgate"]
     subject = _subject(deps)
     with _recorded("execution_complete", deps, subject, key) as reasons:
-        report = _body(CompleteReport)
+        report = parse_body(CompleteReport, request.get_data(cache=False), "report does not match its schema")
         outcome = report_complete(deps.idempotency, deps.contracts, subject, key, report)
         reasons.append(f"execution {outcome.state}")
     return _answer(key, outcome)
@@ -56,7 +53,7 @@ def fail(key: str):
     deps = current_app.extensions["toolgate"]
     subject = _subject(deps)
     with _recorded("execution_fail", deps, subject, key) as reasons:
-        report = _body(FailReport)
+        report = parse_body(FailReport, request.get_data(cache=False), "report does not match its schema")
         reasons.append(report.reason)
         outcome = report_failure(deps.idempotency, subject, key, report)
         reasons.append(f"execution {outcome.state}")
@@ -96,18 +93,6 @@ def _subject(deps) -> Subject:
     subject = deps.verifier.verify(request.headers.getlist("Authorization"))
     log_fields(tenant=subject.tenant, subject=subject.id)
     return subject
-
-
-def _body(model: type[M]) -> M:
-    data = parse_json_object(request.get_data(cache=False))
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        problems = [
-            {"path": "/" + "/".join(str(p) for p in err["loc"]), "message": err["msg"]}
-            for err in exc.errors(include_input=False, include_url=False)
-        ]
-        raise ValidationFailed("report does not match its schema", http_status=422, details={"problems": problems}) from None
 
 
 def _answer(key: str, report: Report):

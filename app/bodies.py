@@ -1,0 +1,67 @@
+"""Request bodies: strict JSON (RFC 8259) parsed into strict pydantic models.
+
+Every endpoint that takes a body uses ``parse_body``: 400 for a body that is not one JSON
+object, 422 with ``details.problems: [{path, message}]`` (JSON Pointers) for a schema mismatch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from app.errors import ValidationFailed
+
+M = TypeVar("M", bound=BaseModel)
+_MAX_PROBLEMS = 50
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError("number out of range")
+    return value
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise ValueError("duplicate object key")
+    return obj
+
+
+def parse_json_object(body: bytes) -> dict[str, Any]:
+    """Parse a request body as one JSON object (RFC 8259): UTF-8, no NaN/Infinity, no duplicate
+    keys, finite numbers. Raises ``ValidationFailed`` (400) with a safe message."""
+    try:
+        data = json.loads(
+            body.decode("utf-8"),
+            parse_constant=_reject_constant,
+            parse_float=_finite_float,
+            object_pairs_hook=_no_duplicate_keys,
+        )
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise ValidationFailed("request body is not valid JSON", http_status=400) from None
+    if not isinstance(data, dict):
+        raise ValidationFailed("request body must be a JSON object", http_status=400)
+    return data
+
+
+def parse_body(model: type[M], body: bytes, message: str) -> M:
+    """Parse ``body`` as one JSON object into ``model``. Raises ``ValidationFailed``: 400 when
+    it is not a JSON object, 422 with ``message`` and the problems when the schema rejects it."""
+    data = parse_json_object(body)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = [
+            {"path": "/" + "/".join(str(p) for p in err["loc"]), "message": err["msg"]}
+            for err in exc.errors(include_input=False, include_url=False)
+        ]
+        raise ValidationFailed(message, http_status=422, details={"problems": problems[:_MAX_PROBLEMS]}) from None
