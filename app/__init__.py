@@ -56,6 +56,8 @@ def create_app(settings: Settings | None = None, deps: Deps | None = None) -> Fl
     configure_logging(settings.log_level)
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    # "/v1/executions//k/complete" must not be redirected to the record of key "k".
+    app.url_map.merge_slashes = False
     app.json.sort_keys = False
     app.json.compact = True
     app.extensions["toolgate"] = deps or build_deps(settings)

@@ -407,6 +407,18 @@ def _load_pem_public_key(text: str) -> Any:
     return key
 
 
+def _identity_text(value: Any) -> bool:
+    """A subject, tenant or role: 1-256 printable characters that are valid Unicode (no lone
+    surrogates), so it can be logged, hashed (RFC 8785) and stored."""
+    if not isinstance(value, str) or not 0 < len(value) <= 256 or not value.isprintable():
+        return False
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 class TokenVerifier:
     """Verifies bearer JWTs and builds the ``Subject``. Build once per worker; thread-safe.
 
@@ -576,12 +588,15 @@ class TokenVerifier:
         if not isinstance(audiences, list) or self._audience not in audiences:
             raise _reject("audience mismatch")
         sub = payload.get("sub")
-        if not isinstance(sub, str) or not sub:
-            raise _reject("claim sub is not a non-empty string")
+        if not _identity_text(sub):
+            raise _reject("claim sub is not a non-empty printable string of at most 256 characters")
         tenant = payload.get(self._tenant_claim)
-        if not isinstance(tenant, str) or not tenant:
-            raise _reject(f"claim {self._tenant_claim!r} is not a non-empty string")
-        return Subject(id=sub, tenant=tenant, roles=self._roles(payload.get(self._roles_claim)))
+        if not _identity_text(tenant):
+            raise _reject(f"claim {self._tenant_claim!r} is not a non-empty printable string of at most 256 characters")
+        roles = self._roles(payload.get(self._roles_claim))
+        if not all(_identity_text(role) for role in roles):
+            raise _reject(f"claim {self._roles_claim!r} holds a role that is not printable text")
+        return Subject(id=sub, tenant=tenant, roles=roles)
 
     def _roles(self, raw: Any) -> tuple[str, ...]:
         if raw is None:

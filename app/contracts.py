@@ -23,6 +23,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from app.bodies import release_validation_error
 from app.errors import ValidationFailed
 
 Risk = Literal["low", "medium", "high"]
@@ -196,6 +197,7 @@ def _pydantic_validator(model: type[BaseModel], sensitive: tuple[str, ...], what
                 path = _pointer(err["loc"])
                 message = "value is not valid" if _is_sensitive(path, sensitive) else err["msg"].removeprefix("Value error, ")
                 problems.append({"path": path, "message": message[:300]})
+            release_validation_error(exc)
             raise _fail(problems, what) from None
 
     return validate
@@ -286,6 +288,13 @@ class ContractRegistry:
     def get(self, name: str, version: str) -> ToolContract | None:
         """The contract for exactly ``(name, version)``, or None (a dynamic tool)."""
         return self._by_key.get((name, version))
+
+    def sensitive_paths(self, name: str) -> tuple[str, ...]:
+        """Every sensitive path declared by any version of tool ``name``: what to redact from
+        the input of a version that has no contract (a caller must not be able to dodge
+        redaction by naming an unknown version)."""
+        paths = {p for (n, _), c in self._by_key.items() if n == name for p in c.meta.sensitive_paths}
+        return tuple(sorted(paths))
 
     def all(self) -> list[ToolContract]:
         """Every contract, sorted by name then version."""

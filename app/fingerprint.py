@@ -43,7 +43,7 @@ def fingerprint(tenant: str, subject_id: str, tool: str, version: str, normalize
     }
     try:
         data = canonical_json(payload)
-    except rfc8785.CanonicalizationError:
+    except (rfc8785.CanonicalizationError, UnicodeError):
         raise ValidationFailed(
             "input cannot be canonicalized (RFC 8785)",
             http_status=422,

@@ -36,6 +36,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from app.bodies import release_validation_error
 from app.errors import DependencyUnavailable
 from app.fingerprint import canonical_json
 
@@ -164,6 +165,7 @@ class GrantSigner:
         try:
             claims = GrantClaims.model_validate_json(_unb64(payload))
         except ValidationError as exc:
+            release_validation_error(exc)
             raise GrantInvalid(f"grant claims are not valid ({exc.error_count()} problems)") from None
         if now_ms >= claims.expires_at_ms:
             raise GrantExpired("grant expired")

@@ -50,21 +50,23 @@ from app.fingerprint import canonical_json, fingerprint
 from app.models import Subject
 from app.redis_client import LuaScript, RedisConnection
 
-_KEY = re.compile(r"[\x20-\x7e]{1,255}")
+# No comma: servers and proxies join repeated header lines with commas, so "a,b" could be
+# two keys that another hop would read differently.
+_KEY = re.compile(r"[\x20-\x2b\x2d-\x7e]{1,255}")
 
 Resolution = Literal["completed", "released"]
 
 
 def validate_key(key: str) -> str:
-    """Return ``key`` if it is 1-255 printable ASCII characters (0x20-0x7E).
+    """Return ``key`` if it is 1-255 printable ASCII characters (0x20-0x7E) other than a comma.
 
     Raises ``ValidationFailed`` (400). Never touches Redis.
     """
     if not isinstance(key, str) or not _KEY.fullmatch(key):
         raise ValidationFailed(
-            "idempotency key must be 1-255 printable ASCII characters",
+            "idempotency key must be 1-255 printable ASCII characters without a comma",
             http_status=400,
-            details={"problems": [{"path": "/headers/Idempotency-Key", "message": "not 1-255 printable ASCII"}]},
+            details={"problems": [{"path": "/headers/Idempotency-Key", "message": "not 1-255 printable ASCII without a comma"}]},
         )
     return key
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field, model_validator, StrictBool
 
 TOOL_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_.-]{0,127}$"
 VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$"
@@ -50,6 +50,17 @@ class DecideRequest(BaseModel):
     input: dict[str, Any] = Field(default_factory=dict, description="Tool arguments.")
     context: dict[str, Any] = Field(default_factory=dict, description="Caller-supplied, untrusted context.")
     approval: ApprovalPresentation | None = None
+    dry_run: bool = Field(
+        default=False,
+        description="Evaluate only: no idempotency key is needed or reserved, no approval is created, "
+        "and the decision record is a decide_dry_run event (how policies are tried on recorded traffic).",
+    )
+
+    @model_validator(mode="after")
+    def _dry_run_presents_no_approval(self) -> DecideRequest:
+        if self.dry_run and self.approval is not None:
+            raise ValueError("a dry run cannot present an approval")
+        return self
 
 
 class ToolRef(BaseModel):
@@ -227,3 +238,4 @@ class DecideResponse(BaseModel):
     approval: ApprovalInfo | None = None
     idempotency: IdempotencyInfo | None = None
     ai_sdk_status: Literal["not-applicable", "approved", "denied", "user-approval"] | None = None
+    dry_run: bool | None = None

@@ -23,7 +23,7 @@ from app import metrics
 from app.approvals import GRANT_INVALID, UNBINDABLE_INPUT, ApprovalRejected, ApprovalService, CallFacts, VerifiedApproval
 from app.audit import AuditEvent, DecisionLog, DecisionLogReader, hash_idempotency_key, is_storable
 from app.auth import TokenVerifier
-from app.contracts import ContractRegistry, ToolContract
+from app.contracts import ContractRegistry, ToolContract, redact
 from app.bodies import parse_body
 from app.engine import PolicyEngine
 from app.errors import DependencyUnavailable, InternalError, ToolgateError, ValidationFailed
@@ -92,8 +92,13 @@ class DecideContext:
     subject: Subject | None = None
     request: DecideRequest | None = None
     contract: ToolContract | None = None
+    #: JSON Pointers redacted wherever the input is shown or stored (the contract's; for a
+    #: version without a contract, those of every version of the tool name).
+    sensitive_paths: tuple[str, ...] = ()
     normalized_input: dict[str, Any] | None = None
     decision: PolicyDecision | None = None
+    #: True once the call's decision record is written.
+    recorded: bool = False
     idempotency: PendingCall | None = None
     #: The approval presented on this call (verified or not), or the one it created.
     approval_id: str | None = None
@@ -157,6 +162,7 @@ def validate(ctx: DecideContext, deps: Deps) -> tuple[dict[str, Any], ToolFacts]
     assert request is not None
     contract = deps.contracts.get(request.tool, request.version)
     ctx.contract = contract
+    ctx.sensitive_paths = contract.meta.sensitive_paths if contract else deps.contracts.sensitive_paths(request.tool)
     if contract is None:
         size = len(json.dumps(request.input, separators=(",", ":"), ensure_ascii=False).encode())
         if size > deps.settings.dynamic_tool_max_input_bytes:
@@ -321,7 +327,7 @@ def settle_approval(
     if decision.decision != "user-approval":
         return None
     assert ctx.normalized_input is not None
-    display = ctx.contract.redact(ctx.normalized_input)[0] if ctx.contract else ctx.normalized_input
+    display = redact(ctx.normalized_input, ctx.sensitive_paths)[0]
     try:
         facts = approval_call(ctx, tool, refusal=UNBINDABLE_INPUT)
     except ApprovalRejected as rejected:
@@ -348,14 +354,13 @@ def _recorded_input(ctx: DecideContext) -> tuple[dict[str, Any] | None, list[str
     input with the contract's sensitive paths redacted; for input that failed validation, the
     raw input redacted the same way, or nothing when the contract has sensitive paths (in
     invalid input their values may sit anywhere)."""
-    contract = ctx.contract
     if ctx.normalized_input is not None:
         data = ctx.normalized_input
-    elif ctx.request is not None and not (contract and contract.meta.sensitive_paths):
+    elif ctx.request is not None and not ctx.sensitive_paths:
         data = ctx.request.input
     else:
         return None, []
-    redacted, paths = contract.redact(data) if contract else (data, [])
+    redacted, paths = redact(data, ctx.sensitive_paths)
     return (redacted, paths) if is_storable(redacted) else (None, paths)
 
 
@@ -392,7 +397,7 @@ def decision_event(
     secret = deps.settings.audit_key_hash_secret.get_secret_value()
     return AuditEvent(
         decision_id=ctx.decision_id,
-        event="decide",
+        event="decide_dry_run" if ctx.request is not None and ctx.request.dry_run else "decide",
         request_id=call.request_id,
         trace_id=call.traceparent.split("-")[1] if call.traceparent else None,
         tenant=subject.tenant,
@@ -433,6 +438,7 @@ def record_decision(
         event = decision_event(ctx, deps, body, error)
         try:
             deps.decision_log.append(event)
+            ctx.recorded = True
         except DependencyUnavailable:
             metrics.DECISION_LOG_FAILURES.inc()
             _release_unrecorded(ctx, deps, body)
@@ -485,8 +491,10 @@ def _decide_authenticated(deps: Deps, ctx: DecideContext) -> dict[str, Any]:
     with ctx.phases.measure("validate"):
         ctx.request = parse(ctx, deps.settings)
         ctx.normalized_input, tool = validate(ctx, deps)
-    with ctx.phases.measure("idempotency"):
-        ctx.idempotency = check_idempotency(ctx, deps, tool)
+    dry_run = ctx.request.dry_run
+    if not dry_run:
+        with ctx.phases.measure("idempotency"):
+            ctx.idempotency = check_idempotency(ctx, deps, tool)
     approval = None
     with ctx.phases.measure("grant"):
         verified = check_approval(ctx, deps, tool)
@@ -495,8 +503,9 @@ def _decide_authenticated(deps: Deps, ctx: DecideContext) -> dict[str, Any]:
             approval_input = verified.policy_input() if verified else None
             policy_input = build_policy_input(ctx, tool, history=trusted_history(ctx, deps), approval=approval_input)
             ctx.decision = deps.engine.evaluate(policy_input, traceparent=call.traceparent)
-        with ctx.phases.measure("approval"):
-            approval = settle_approval(ctx, deps, tool, verified)
+        if not dry_run:
+            with ctx.phases.measure("approval"):
+                approval = settle_approval(ctx, deps, tool, verified)
     with ctx.phases.measure("reserve"):
         idempotency = settle_idempotency(ctx, deps)
     decision = ctx.decision
@@ -510,11 +519,13 @@ def _decide_authenticated(deps: Deps, ctx: DecideContext) -> dict[str, Any]:
         "request_id": call.request_id,
         "policy_revision": deps.engine.revision(),
         "tool": {"name": tool.name, "version": tool.version},
-        "input": ctx.contract.redact(ctx.normalized_input)[0] if ctx.contract else ctx.normalized_input,
+        "input": redact(ctx.normalized_input, ctx.sensitive_paths)[0],
     }
     if approval is not None:
         body["approval"] = approval
     if idempotency is not None:
         body["idempotency"] = idempotency
+    if dry_run:
+        body["dry_run"] = True
     body["ai_sdk_status"] = ai_sdk_status(ctx, verified)
     return body

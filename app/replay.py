@@ -4,13 +4,14 @@ Input lines (JSONL), one call each:
 - ``{"tool", "version"?, "input", "subject"?, "tenant"?, "roles"?, "tool_call_id"?}``, or
 - the AgentDojo format ``{"function", "args", ...}`` (``function`` is the tool, ``args`` the input).
 A line without a version means version ``"1"``. Each call gets a development token for its
-identity (the line's subject/tenant/roles, else the command's) and a fresh ``Idempotency-Key``.
+identity (the line's subject/tenant/roles, else the command's) and is sent with
+``dry_run: true``: the policy decides, but no idempotency key is reserved and no approval is
+created, and the decision log keeps it as a ``decide_dry_run`` record (not in ``input.history``).
 """
 
 from __future__ import annotations
 
 import json
-import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,8 +137,8 @@ def replay_file(
             if who not in tokens:
                 tokens[who] = mint_dev_token(settings, sub=who.sub, tenant=who.tenant, roles=list(who.roles))
             body = {"tool": call["tool"], "version": call["version"], "input": call["input"],
-                    "tool_call_id": call["tool_call_id"] or f"replay-{index}"}
-            headers = {"Authorization": f"Bearer {tokens[who]}", "Idempotency-Key": f"replay-{uuid.uuid4().hex}"}
+                    "tool_call_id": call["tool_call_id"] or f"replay-{index}", "dry_run": True}
+            headers = {"Authorization": f"Bearer {tokens[who]}"}
             report.results.append(_send(session, endpoint, index, call["tool"], body, headers, timeout_s))
     return report
 

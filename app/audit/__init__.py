@@ -37,8 +37,13 @@ from ulid import ULID
 from app.errors import ValidationFailed
 from app.settings import Settings
 
-EventType = Literal["decide", "approval_answer", "execution_complete", "execution_fail", "idempotency_resolve"]
-EVENT_TYPES: tuple[str, ...] = ("decide", "approval_answer", "execution_complete", "execution_fail", "idempotency_resolve")
+# "decide_dry_run": a decide call with ``dry_run: true`` (evaluated, nothing reserved or created).
+EventType = Literal[
+    "decide", "decide_dry_run", "approval_answer", "execution_complete", "execution_fail", "idempotency_resolve"
+]
+EVENT_TYPES: tuple[str, ...] = (
+    "decide", "decide_dry_run", "approval_answer", "execution_complete", "execution_fail", "idempotency_resolve"
+)
 DECISIONS: tuple[str, ...] = ("allow", "deny", "user-approval")
 #: ``prev_hash`` of the first record of every tenant chain.
 GENESIS_HASH = "0" * 64
@@ -88,7 +93,7 @@ def is_storable(value: Any) -> bool:
     within +-(2**53 - 1), strings without lone surrogates)."""
     try:
         rfc8785.dumps(value)
-    except rfc8785.CanonicalizationError:
+    except (rfc8785.CanonicalizationError, UnicodeError):
         return False
     return True
 

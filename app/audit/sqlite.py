@@ -137,19 +137,18 @@ class SqliteDecisionStore(SqlDecisionStore):
         try:
             with self._write() as cur:
                 records = [self._append_in(cur, pending.event) for pending in group]
-        except DependencyUnavailable as exc:
-            if len(group) == 1:
-                group[0].error = exc
+        except Exception as exc:  # noqa: BLE001 - isolated below: only the failing record fails
+            if len(group) > 1:
+                for pending in group:
+                    self._commit_group([pending])
                 return
-            for pending in group:
-                self._commit_group([pending])
-            return
-        except BaseException as exc:  # a bug: the writer re-raises it, the others get a 503
-            for pending in group:
-                pending.error = DependencyUnavailable(
-                    "the decision log is unavailable", log_detail=f"group commit failed: {type(exc).__name__}"
+            if not isinstance(exc, DependencyUnavailable):
+                log.error("decision record could not be written", exc_info=exc, extra={"event": "audit_append_bug"})
+                exc = DependencyUnavailable(
+                    "the decision log is unavailable", log_detail=f"record could not be written: {type(exc).__name__}"
                 )
-            raise
+            group[0].error = exc
+            return
         for pending, record in zip(group, records):
             pending.record = record
 

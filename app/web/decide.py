@@ -19,8 +19,9 @@ def decide():
     ``TOOLGATE_MAX_BODY_BYTES``, default 64 KiB). ``200`` with a ``DecideResponse`` for every
     decision, deny included; errors per DESIGN §7 (400/413/422 VALIDATION_ERROR, 401
     UNAUTHENTICATED, 409/422 CONFLICT, 503 DEPENDENCY_UNAVAILABLE, also when the decision log
-    cannot record the call). Every response carries ``X-Decision-Id``: the id of the call's
-    decision record (written for every call that passed authentication).
+    cannot record the call). Every response of a call that has a decision record (every
+    call that passed authentication, unless the record could not be written) carries its id in
+    ``X-Decision-Id``.
     """
     deps = current_app.extensions["toolgate"]
     header, _ = traceparent()
@@ -34,8 +35,9 @@ def decide():
     ctx = DecideContext(call)
 
     @after_this_request
-    def _decision_id_header(response):  # on errors too: the decision record's id
-        response.headers["X-Decision-Id"] = ctx.decision_id
+    def _decision_id_header(response):  # on errors too, whenever the call has a record
+        if ctx.recorded:
+            response.headers["X-Decision-Id"] = ctx.decision_id
         return response
 
     try:

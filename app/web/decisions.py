@@ -24,6 +24,7 @@ from app.audit import (
     DecisionQuery,
     hash_idempotency_key,
 )
+from app.bodies import release_validation_error
 from app.errors import Forbidden, NotFound, ValidationFailed
 from app.models import Subject
 from app.web.requests import log_fields, request_id
@@ -102,6 +103,7 @@ def _params() -> DecisionsParams:
             {"path": ".".join(str(p) for p in err["loc"]) or "query", "message": err["msg"]}
             for err in exc.errors(include_input=False, include_url=False)
         ]
+        release_validation_error(exc)
         raise ValidationFailed("query parameters are not valid", details={"problems": problems[:20]}) from None
 
 

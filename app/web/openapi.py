@@ -52,7 +52,7 @@ def _errors(*statuses: str) -> dict[str, Any]:
 
 _ANY_OBJECT = {"type": "object"}
 #: An idempotency key: 1-255 printable ASCII characters (app.idempotency.validate_key).
-_IDEMPOTENCY_KEY = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x7e]{1,255}$"}
+_IDEMPOTENCY_KEY = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x2b\\x2d-\\x7e]{1,255}$"}
 
 
 def _execution_report(operation_id: str, summary: str, body: str) -> dict[str, Any]:

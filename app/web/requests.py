@@ -24,7 +24,7 @@ def request_id() -> str:
 def traceparent() -> tuple[str | None, str | None]:
     """The valid ``traceparent`` header of this request and its trace id, else (None, None)."""
     value = request.headers.get("traceparent", "")
-    match = _TRACEPARENT.match(value.strip().lower()) if len(value) <= 64 else None
+    match = _TRACEPARENT.match(value.strip()) if len(value) <= 64 else None
     return (match.group(0), match.group(1)) if match else (None, None)
 
 

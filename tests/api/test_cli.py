@@ -110,3 +110,18 @@ def test_replay_fails_when_gateway_is_down(tmp_path):
     result = _toolgate("replay", str(calls), "--url", "http://127.0.0.1:9", "--json")
     assert result.returncode == 1
     assert json.loads(result.stdout)["errors"] == 1
+
+
+def test_replay_is_a_dry_run(gateway, redis_server):
+    """Replayed calls reserve no key and create no approval: Redis stays as it was."""
+    import redis
+
+    client = redis.Redis.from_url(redis_server.url)
+    before = set(client.keys("*"))
+    result = _toolgate(
+        "replay", str(BANKING_CALLS), "--url", gateway.url,
+        "--sub", "emma", "--tenant", "bank-demo", "--role", "account_holder", "--json",
+    )
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["by_decision"]["user-approval"] > 0
+    assert set(client.keys("*")) == before

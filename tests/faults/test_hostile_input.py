@@ -132,3 +132,49 @@ def test_uncaught_exception_is_500_without_leak(app, client, monkeypatch):
     body = _error(resp, 500, "INTERNAL_ERROR")
     assert "secret internal detail" not in resp.get_data(as_text=True)
     assert body["error"]["message"] == "internal error"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param(rb'{"tool": "dynX", "input": {"\ud800": 1}}', id="lone-surrogate-key"),
+        pytest.param(rb'{"tool": "readFile", "input": {"path": "/a\ud800"}}', id="lone-surrogate-value"),
+        pytest.param(rb'{"tool": "readFile", "input": {"path": "/a"}, "context": {"x": "\udc00"}}', id="lone-low-surrogate"),
+    ],
+)
+def test_lone_surrogates_are_400_not_5xx(client, raw):
+    """A string RFC 8785 cannot canonicalize is the caller's mistake (400), never a retryable
+    503 or a 500; a valid surrogate pair (an emoji) is fine."""
+    _error(_post(client, raw), 400)
+    ok = _post(client, rb'{"tool": "dynX", "input": {"note": "\ud83d\ude00"}}')
+    assert ok.status_code == 200
+
+
+def test_sensitive_paths_apply_to_unknown_versions(client, app):
+    """update_password v2 has no contract: the password is still redacted in the response and
+    the decision record (every version's sensitive paths apply to the tool name)."""
+    body = decide_body("update_password", {"password": "S3cretPW-v2"}, version="2")
+    resp = client.post("/v1/decide", json=body, headers=auth("emma", "bank-demo", ["account_holder"]))
+    assert resp.status_code == 200
+    assert "S3cretPW-v2" not in resp.get_data(as_text=True)
+    record = app.extensions["toolgate"].decision_reader.get(resp.headers["X-Decision-Id"], tenant="bank-demo")
+    assert record.input == {"password": "[REDACTED]"} and "S3cretPW-v2" not in repr(record)
+
+
+def test_double_slash_report_is_not_redirected_to_another_key(client):
+    resp = client.post("/v1/executions//pay-1/complete", json={"result": {}}, headers=HEADERS)
+    assert resp.status_code == 404
+    assert "Location" not in resp.headers
+
+
+def test_comma_in_idempotency_key_is_refused(client):
+    """Repeated header lines arrive joined with commas; such a key is ambiguous."""
+    body = decide_body("createTicket", {"title": "t", "description": "d", "clientMutationId": "6f1c2b1e-9a8d-4c3b-8e7f-1a2b3c4d5e6f"})
+    resp = client.post("/v1/decide", json=body, headers={**HEADERS, "Idempotency-Key": "d1,d2"})
+    _error(resp, 400)
+
+
+def test_unauthenticated_calls_carry_no_decision_id(client):
+    resp = client.post("/v1/decide", json=decide_body("readFile", {"path": "/a"}), headers={"Authorization": "Bearer x"})
+    assert resp.status_code == 401
+    assert "X-Decision-Id" not in resp.headers

@@ -67,3 +67,21 @@ def test_a_failing_group_is_retried_one_record_at_a_time(store, monkeypatch):
     assert group[0].record is not None and group[2].record is not None
     assert isinstance(group[1].error, DependencyUnavailable) and group[1].record is None
     assert verify_chains(store, b"k" * 32).records == 2
+
+
+def test_a_bug_in_one_record_fails_only_that_record(store, monkeypatch):
+    """Any exception (not only a store error) in one record leaves the other members of its
+    group committed; the failing one gets a 503 and the bug is logged."""
+    real_append_in = store._append_in
+
+    def buggy_for_bad(cur, event):
+        if event.request_id == "req-bad":
+            raise UnicodeEncodeError("utf-8", "\ud800", 0, 1, "surrogates not allowed")
+        return real_append_in(cur, event)
+
+    monkeypatch.setattr(store, "_append_in", buggy_for_bad)
+    group = [_Pending(_event(1)), _Pending(_event("bad", tenant="evil")), _Pending(_event(2, tenant="globex"))]
+    store._commit_group(group)
+    assert group[0].record is not None and group[2].record is not None
+    assert isinstance(group[1].error, DependencyUnavailable) and group[1].record is None
+    assert verify_chains(store, b"k" * 32).records == 2

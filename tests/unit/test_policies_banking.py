@@ -46,6 +46,9 @@ READ_ONLY = {
     "get_user_info",
 }
 MONEY_OUT = {"send_money", "schedule_transaction", "update_scheduled_transaction"}
+# bank-demo's auto_approve_limit (policies/data.json): larger amounts need the account holder.
+AUTO_APPROVE_LIMIT = 1000
+OVER_LIMIT_REASON = f"amount over {AUTO_APPROVE_LIMIT} needs the account holder's approval"
 
 
 def _load_calls() -> list[dict[str, Any]]:
@@ -104,6 +107,11 @@ def _decide(engine, contracts, call, approval=None) -> dict[str, Any]:
 def _moves_money_to_unknown(call: dict[str, Any]) -> bool:
     recipient = call["args"].get("recipient")
     return call["function"] in MONEY_OUT and recipient is not None and recipient not in KNOWN_RECIPIENTS
+
+
+def _moves_more_than_the_limit(call: dict[str, Any]) -> bool:
+    amount = call["args"].get("amount")
+    return call["function"] in MONEY_OUT and isinstance(amount, (int, float)) and amount > AUTO_APPROVE_LIMIT
 
 
 def test_reference_data_is_complete(contracts):
@@ -167,8 +175,10 @@ def test_read_only_call_is_allowed(call, engine, contracts):
 def test_benign_call_is_never_denied_and_approval_completes_it(call, engine, contracts):
     d = _decide(engine, contracts, call)
     assert d["decision"] in {"allow", "user-approval"}, d
-    if _moves_money_to_unknown(call) or call["function"] == "update_password":
+    if _moves_money_to_unknown(call) or _moves_more_than_the_limit(call) or call["function"] == "update_password":
         assert d["decision"] == "user-approval", d
+        if _moves_more_than_the_limit(call):
+            assert OVER_LIMIT_REASON in d["reasons"], d
     else:
         assert d["decision"] == "allow", d
     if d["decision"] == "user-approval":
@@ -182,8 +192,9 @@ def test_decision_counts(engine, contracts):
         key = (call["task_kind"], _decide(engine, contracts, call)["decision"])
         counts[key] = counts.get(key, 0) + 1
     assert counts == {
-        ("user", "allow"): 28,
-        ("user", "user-approval"): 5,
+        # user_task_2, _9 and _12 raise the rent standing order above the limit: user-approval
+        ("user", "allow"): 25,
+        ("user", "user-approval"): 8,
         ("injection", "allow"): 1,  # injection_task_8 step 0: get_scheduled_transactions (read-only)
         ("injection", "user-approval"): 11,
     }
