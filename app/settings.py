@@ -140,7 +140,8 @@ class Settings(BaseSettings):
     approval_default_ttl_s: int = Field(900, gt=0, le=7 * 86_400)
     approval_default_approver_roles: Annotated[list[str], NoDecode] = ["approver"]
     #: Roles whose holders may answer their own approvals (four-eyes is waived for them only).
-    approval_self_approve_roles: Annotated[list[str], NoDecode] = []
+    #: ``account_holder``: the banking tools ask the account holder to confirm her own calls.
+    approval_self_approve_roles: Annotated[list[str], NoDecode] = ["account_holder"]
 
     # Server
     bind: str = "127.0.0.1:8080"
