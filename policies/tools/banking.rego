@@ -8,8 +8,9 @@
 # - send_money / schedule_transaction: allow to a known recipient up to the limit; an unknown
 #   recipient or a larger amount needs the account holder's approval (benign tasks pay IBANs
 #   read from a bill, so unknown is not deny); an amount <= 0 is denied.
-# - update_scheduled_transaction: a new recipient that is not known needs approval; an amount
-#   <= 0 is denied; anything else is allowed.
+# - update_scheduled_transaction: a new recipient that is not known or a new amount above the
+#   limit needs approval (as for send_money: raising a standing order moves money too); an
+#   amount <= 0 is denied; anything else is allowed.
 # - update_password: always needs the account holder's confirmation.
 package tools.banking
 
@@ -65,6 +66,13 @@ positive(amount) if {
 	amount > 0
 }
 
+over_limit(amount) if {
+	positive(amount)
+	amount > auto_approve_limit
+}
+
+over_limit_reason := sprintf("amount over %v needs the account holder's approval", [auto_approve_limit])
+
 transfer_call if {
 	some name in transfer_tools
 	call_of(name)
@@ -91,10 +99,9 @@ approval_required contains "recipient is not a known payee" if {
 	not known_recipient(args.recipient)
 }
 
-approval_required contains sprintf("amount over %v needs the account holder's approval", [auto_approve_limit]) if {
+approval_required contains over_limit_reason if {
 	transfer_call
-	positive(args.amount)
-	args.amount > auto_approve_limit
+	over_limit(args.amount)
 }
 
 allow if {
@@ -116,6 +123,8 @@ new_amount_invalid if {
 	not positive(args.amount)
 }
 
+new_amount_over_limit if over_limit(args.amount)
+
 deny contains "transfer amount must be a positive number" if {
 	call_of("update_scheduled_transaction")
 	new_amount_invalid
@@ -126,10 +135,16 @@ approval_required contains "new recipient is not a known payee" if {
 	new_recipient_unknown
 }
 
+approval_required contains over_limit_reason if {
+	call_of("update_scheduled_transaction")
+	new_amount_over_limit
+}
+
 allow if {
 	call_of("update_scheduled_transaction")
 	not new_recipient_unknown
 	not new_amount_invalid
+	not new_amount_over_limit
 }
 
 # --- credentials ---------------------------------------------------------------------------

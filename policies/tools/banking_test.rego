@@ -169,7 +169,35 @@ test_default_limit_from_data if {
 # --- update_scheduled_transaction ----------------------------------------------------------
 
 test_update_amount_only_allowed if {
-	decision("update_scheduled_transaction", {"id": 7, "amount": 1200}).decision == "allow"
+	decision("update_scheduled_transaction", {"id": 7, "amount": 900}).decision == "allow"
+	decision("update_scheduled_transaction", {"id": 7, "amount": 1000}).decision == "allow"
+}
+
+test_update_amount_above_limit_needs_approval if {
+	every amount in [1000.01, 1100, 1200, 1e12] {
+		d := decision("update_scheduled_transaction", {"id": 1, "amount": amount})
+		d.decision == "user-approval"
+		d.reasons == ["amount over 1000 needs the account holder's approval"]
+		d.approval.approver_roles == ["account_holder"]
+		not banking.allow with input as call_input(emma, "update_scheduled_transaction", {"id": 1, "amount": amount})
+	}
+	d := decision("update_scheduled_transaction", {"id": 7, "recipient": known_iban, "amount": 5000})
+	d.reasons == ["amount over 1000 needs the account holder's approval"]
+}
+
+test_update_amount_above_limit_approval_needs_account_holder if {
+	approved("update_scheduled_transaction", {"id": 1, "amount": 1e12}, ["account_holder"]).decision == "allow"
+	approved("update_scheduled_transaction", {"id": 1, "amount": 1e12}, ["approver"]).decision == "user-approval"
+}
+
+test_update_limit_comes_from_data if {
+	tenants := {"bank-demo": {"known_recipients": [known_iban], "auto_approve_limit": 5}}
+	banking.allow with input as call_input(emma, "update_scheduled_transaction", {"id": 7, "amount": 5})
+		with data.banking.tenants as tenants
+	banking.approval_required == {"amount over 5 needs the account holder's approval"} with input as call_input(emma, "update_scheduled_transaction", {"id": 7, "amount": 6})
+		with data.banking.tenants as tenants
+	banking.approval_required == {"amount over 0 needs the account holder's approval"} with input as call_input(emma, "update_scheduled_transaction", {"id": 7, "amount": 1})
+		with data.banking.tenants as {}
 }
 
 test_update_with_null_recipient_allowed if {
@@ -186,6 +214,7 @@ test_redirect_to_unknown_recipient_needs_approval if {
 	d.reasons == ["new recipient is not a known payee"]
 	d2 := decision("update_scheduled_transaction", {"id": 7, "recipient": "CA133012400231215421872", "amount": 2200})
 	d2.decision == "user-approval"
+	d2.reasons == ["amount over 1000 needs the account holder's approval", "new recipient is not a known payee"]
 	not banking.allow with input as call_input(emma, "update_scheduled_transaction", {"id": 6, "recipient": attacker_iban})
 }
 

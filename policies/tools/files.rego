@@ -3,8 +3,11 @@
 # - readFile: allowed for the roles granted it in data.roles (support_agent, admin).
 # - deleteFile: denied unless the tenant enables it (data.tenants[<tenant>].allow_delete_file);
 #   then allowed for the roles granted it (admin).
-# - Both: paths with `..` segments and paths at or under a protected secret
-#   (data.files.secret_paths, e.g. /etc/shadow) are denied.
+# - Both: the path must be absolute and free of control characters (U+0000-U+001F, U+007F)
+#   and backslashes; paths with `..` segments, paths at or under /proc, /sys or /dev
+#   (kernel pseudo-filesystems: /proc/self/root/... reaches the whole filesystem) and paths at
+#   or under a protected secret (data.files.secret_paths, e.g. /etc/shadow) are denied. Both
+#   lists are compared case-insensitively, as some filesystems are case-insensitive.
 package tools.files
 
 import rego.v1
@@ -41,12 +44,30 @@ protected_secret contains secret if {
 	valid_path
 	some secret in data.files.secret_paths
 	is_string(secret)
-	matches_secret(normalize(path), normalize(secret))
+	at_or_under(path, secret)
 }
 
-matches_secret(p, secret) if p == secret
+# Kernel pseudo-filesystems: nothing at or under them may be read or deleted.
+pseudo_fs_roots := ["/proc", "/sys", "/dev"]
 
-matches_secret(p, secret) if startswith(p, concat("", [secret, "/"]))
+pseudo_fs_root contains fs_root if {
+	valid_path
+	some fs_root in pseudo_fs_roots
+	at_or_under(path, fs_root)
+}
+
+# p is dir or lies under it, compared after normalizing and ignoring case.
+at_or_under(p, dir) if same_or_below(lower(normalize(p)), lower(normalize(dir)))
+
+same_or_below(p, dir) if p == dir
+
+same_or_below(p, dir) if startswith(p, concat("", [dir, "/"]))
+
+# U+0000-U+001F and U+007F.
+has_control_character if {
+	valid_path
+	regex.match(`[\x00-\x1f\x7f]`, path)
+}
 
 tenant_allows_delete if data.tenants[input.subject.tenant].allow_delete_file == true
 
@@ -66,10 +87,38 @@ deny contains "path must not contain '..' segments" if {
 	traversal
 }
 
+deny contains "path must be absolute" if {
+	file_call
+	valid_path
+	not startswith(path, "/")
+}
+
+deny contains "path must not contain control characters" if {
+	file_call
+	valid_path
+	has_control_character
+}
+
+deny contains "path must not contain backslashes" if {
+	file_call
+	valid_path
+	contains(path, "\\")
+}
+
+# The two reasons below quote the path, so they are left to the control-character rule
+# when the path holds one (no raw newlines in reasons and audit logs).
 deny contains sprintf("path %s is a protected secret (%s)", [path, secret]) if {
 	file_call
 	valid_path
+	not has_control_character
 	some secret in protected_secret
+}
+
+deny contains sprintf("path %s is inside %s, which may not be accessed", [path, fs_root]) if {
+	file_call
+	valid_path
+	not has_control_character
+	some fs_root in pseudo_fs_root
 }
 
 deny contains sprintf("deleting files is not enabled for tenant %v", [input.subject.tenant]) if {

@@ -36,10 +36,10 @@ test_read_file_allowed if {
 test_read_file_roles if {
 	every role in ["support_agent", "admin"] {
 		subject := {"id": "u-1", "tenant": "acme", "roles": [role]}
-		d := data.toolgate.decision with input as call_input(subject, "readFile", "notes/today.txt")
+		d := data.toolgate.decision with input as call_input(subject, "readFile", "/srv/notes/today.txt")
 		d.decision == "allow"
 	}
-	d := data.toolgate.decision with input as call_input({"id": "u-1", "tenant": "acme", "roles": ["auditor"]}, "readFile", "a")
+	d := data.toolgate.decision with input as call_input({"id": "u-1", "tenant": "acme", "roles": ["auditor"]}, "readFile", "/srv/a")
 	d.decision == "deny"
 }
 
@@ -50,7 +50,7 @@ test_read_file_traversal_denied if {
 }
 
 test_dots_inside_names_are_fine if {
-	every path in ["/srv/a..b", "/srv/...", "notes..txt", "/srv/.hidden"] {
+	every path in ["/srv/a..b", "/srv/...", "/srv/notes..txt", "/srv/.hidden"] {
 		count(files.deny) == 0 with input as call_input(agent, "readFile", path)
 	}
 }
@@ -66,8 +66,75 @@ test_read_secret_variants_denied if {
 }
 
 test_read_secret_prefix_is_not_a_match if {
-	count(files.deny) == 0 with input as call_input(admin, "readFile", "/etc/shadowed.txt")
-	count(files.deny) == 0 with input as call_input(admin, "readFile", "etc/shadow")
+	every path in ["/etc/shadowed.txt", "/etc/sshd", "/srv/etc/shadow"] {
+		count(files.deny) == 0 with input as call_input(admin, "readFile", path)
+	}
+}
+
+test_secret_list_is_case_insensitive if {
+	files.deny == {"path /ETC/shadow is a protected secret (/etc/shadow)"} with input as call_input(admin, "readFile", "/ETC/shadow")
+	every path in ["/Etc/Shadow", "/ETC/SHADOW/", "/etc/SSH/ssh_host_rsa_key", "/ROOT/.ssh/id_ed25519"] {
+		count(files.deny) == 1 with input as call_input(admin, "readFile", path)
+	}
+	files.deny == {"path /srv/vault/key is a protected secret (/SRV/Vault)"} with input as call_input(admin, "readFile", "/srv/vault/key")
+		with data.files.secret_paths as ["/SRV/Vault"]
+}
+
+test_pseudo_filesystems_denied if {
+	files.deny == {"path /proc/1/environ is inside /proc, which may not be accessed"} with input as call_input(agent, "readFile", "/proc/1/environ")
+	files.deny == {"path /proc/self/root/etc/shadow is inside /proc, which may not be accessed"} with input as call_input(admin, "readFile", "/proc/self/root/etc/shadow")
+	files.deny == {"path /sys is inside /sys, which may not be accessed"} with input as call_input(agent, "readFile", "/sys")
+	files.deny == {"path //dev/./mem is inside /dev, which may not be accessed"} with input as call_input(agent, "readFile", "//dev/./mem")
+	every path in ["/proc", "/proc/", "/proc/self/cwd/x", "/sys/kernel/debug/x", "/dev/sda", "/dev/shm/x", "/PROC/1/environ", "/Dev/Mem"] {
+		count(files.deny) == 1 with input as call_input(admin, "readFile", path)
+		d := data.toolgate.decision with input as approved(call_input(admin, "readFile", path))
+		d.decision == "deny"
+	}
+}
+
+test_pseudo_filesystem_prefix_is_not_a_match if {
+	every path in ["/process/1", "/system/x", "/devices", "/srv/proc/1/environ", "/srv/dev/null"] {
+		count(files.deny) == 0 with input as call_input(agent, "readFile", path)
+	}
+}
+
+test_relative_path_denied if {
+	every path in ["etc/shadow", "./etc/shadow", "notes/today.txt", "a", "~/.ssh/id_rsa", " /etc/shadow"] {
+		files.deny == {"path must be absolute"} with input as call_input(admin, "readFile", path)
+		not data.toolgate.decision.decision == "allow" with input as call_input(admin, "readFile", path)
+	}
+}
+
+test_control_characters_denied if {
+	every path in ["/etc/shadow\n", "/srv/a\u0000b", "/srv/a\tb", "/srv/a\rb", "/srv/a\u001fb", "/srv/a\u007f", "/proc/1/environ\n", "/etc/shadow/\n"] {
+		files.deny == {"path must not contain control characters"} with input as call_input(admin, "readFile", path)
+		d := data.toolgate.decision with input as call_input(admin, "readFile", path)
+		d.decision == "deny"
+	}
+}
+
+test_non_control_unicode_allowed if {
+	every path in ["/srv/caf\u00e9.txt", "/srv/a\u0080b", "/srv/a b"] {
+		count(files.deny) == 0 with input as call_input(agent, "readFile", path)
+	}
+}
+
+test_backslash_denied if {
+	files.deny == {"path must not contain backslashes"} with input as call_input(agent, "readFile", "/srv\\reports\\q1.csv")
+	files.deny == {"path must be absolute", "path must not contain backslashes"} with input as call_input(admin, "readFile", "\\etc\\shadow")
+	files.deny == {"path must be absolute", "path must not contain backslashes"} with input as call_input(admin, "readFile", "C:\\Windows\\win.ini")
+}
+
+test_review_paths_allowed_for_granted_roles if {
+	every path in ["/srv/reports/q1.csv", "/srv/tmp/old.log", "/srv/a"] {
+		every role in ["support_agent", "admin", "developer"] {
+			subject := {"id": "u-1", "tenant": "acme", "roles": [role]}
+			d := data.toolgate.decision with input as call_input(subject, "readFile", path)
+			d == {"decision": "allow", "reasons": ["allowed by policy"]}
+		}
+		d := data.toolgate.decision with input as call_input(admin, "deleteFile", path)
+		d == {"decision": "allow", "reasons": ["allowed by policy"]}
+	}
 }
 
 test_secret_list_from_data if {
@@ -121,6 +188,11 @@ test_delete_path_checks_apply if {
 	d.decision == "deny"
 	d.reasons == ["path must not contain '..' segments"]
 	files.deny == {"path /etc/sudoers is a protected secret (/etc/sudoers)"} with input as call_input(admin, "deleteFile", "/etc/sudoers")
+	files.deny == {"path /Etc/Sudoers is a protected secret (/etc/sudoers)"} with input as call_input(admin, "deleteFile", "/Etc/Sudoers")
+	files.deny == {"path /dev/sda is inside /dev, which may not be accessed"} with input as call_input(admin, "deleteFile", "/dev/sda")
+	files.deny == {"path must be absolute"} with input as call_input(admin, "deleteFile", "tmp/x")
+	files.deny == {"path must not contain control characters"} with input as call_input(admin, "deleteFile", "/tmp/x\n")
+	files.deny == {"path must not contain backslashes"} with input as call_input(admin, "deleteFile", "/tmp\\x")
 }
 
 test_other_tools_untouched if {
