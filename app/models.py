@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator, StrictBool
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
 TOOL_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_.-]{0,127}$"
 VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$"
@@ -50,7 +50,7 @@ class DecideRequest(BaseModel):
     input: dict[str, Any] = Field(default_factory=dict, description="Tool arguments.")
     context: dict[str, Any] = Field(default_factory=dict, description="Caller-supplied, untrusted context.")
     approval: ApprovalPresentation | None = None
-    dry_run: bool = Field(
+    dry_run: StrictBool = Field(
         default=False,
         description="Evaluate only: no idempotency key is needed or reserved, no approval is created, "
         "and the decision record is a decide_dry_run event (how policies are tried on recorded traffic).",
