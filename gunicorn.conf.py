@@ -29,6 +29,7 @@ bind = os.environ.get("TOOLGATE_BIND", _settings.bind)
 worker_class = "gthread"
 workers = _settings.workers
 threads = _settings.threads
+worker_connections = _settings.worker_connections
 preload_app = False
 keepalive = 5
 timeout = 30

@@ -147,6 +147,11 @@ class Settings(BaseSettings):
     bind: str = "127.0.0.1:8080"
     workers: int = Field(2, ge=1, le=64)
     threads: int = Field(4, ge=1, le=256)
+    #: Connections one gunicorn worker holds at most (gthread). A worker stops accepting at this
+    #: count, so that a few long-lived client connections (a sidecar, a pooled load balancer)
+    #: spread over the workers instead of all landing on whichever worker accepts first; about
+    #: 2 x threads for such clients (README "Performance"). gunicorn's default 1000 otherwise.
+    worker_connections: int = Field(1000, ge=2, le=100_000)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     # Observability: GET /metrics answers only with "Authorization: Bearer <metrics_token>";

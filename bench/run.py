@@ -82,7 +82,7 @@ class Bench:
 
     def decide(self, duration_s: float) -> WrkRun:
         """(b) the read-only allow decision."""
-        return self._wrk("fixed", decide_config(self.stack.hs256_secret), "decide", duration_s)
+        return self._wrk("mix", decide_config(self.stack.hs256_secret, threads=self.wrk_threads), "decide", duration_s)
 
     def mix(self, duration_s: float, *, rate: float = 0.0, timeline: bool = False, name: str = "mix") -> WrkRun:
         """(c) the mix, at full speed or paced to ``rate`` requests/s."""
@@ -102,17 +102,25 @@ class Bench:
         return count
 
 
+def memory_decisions(duration_s: float) -> int:
+    """Decisions before the last RSS sample: 100k for workloads of 30 s or more, scaled down
+    (at least 10k) for shorter ones, so that a short run takes under two minutes."""
+    return 100_000 if duration_s >= 30 else max(10_000, round(100_000 * duration_s / 30))
+
+
 def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     """Run every workload (see the module docstring); returns the result document."""
     ensure_wrk()
     duration = float(args.duration)
+    if args.decisions is None:
+        args.decisions = memory_decisions(duration)
     workdir = Path(tempfile.mkdtemp(prefix="toolgate-bench-"))
     _log(f"work directory {workdir}")
     try:
         _log("(d) engine in-process")
         engine = run_engine_bench(min(duration, 10.0))
         stack = Stack(workdir / "stack", workers=args.workers, threads=args.threads,
-                      extra_env={"TOOLGATE_AUDIT_SQLITE_SYNCHRONOUS": args.audit_synchronous}).start()
+                      worker_connections=args.worker_connections, extra_env={"TOOLGATE_AUDIT_SQLITE_SYNCHRONOUS": args.audit_synchronous}).start()
         try:
             bench = Bench(stack, workdir, connections=args.connections, wrk_threads=args.wrk_threads)
             bench.seed()
@@ -121,7 +129,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
             _log("(a) ceiling")
             ceiling = summarize(bench.ceiling(duration))
             _log(f"    {ceiling['rps']} req/s; (b) decide allow")
-            decide = summarize(bench.decide(duration))
+            decide = summarize(bench.decide(duration), check_kinds=True)
             _log(f"    {decide['rps']} req/s; (c) mix")
             mix = summarize(bench.mix(duration), check_kinds=True)
             _log(f"    {mix['rps']} req/s; (c) mix paced at {mix['rps'] / 2:.0f} req/s")
@@ -145,7 +153,8 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
         extra.update(
             duration_s=duration,
             settings={"workers": args.workers, "threads": args.threads, "connections": args.connections,
-                      "wrk_threads": args.wrk_threads, "engine": "embedded", "env": "production", "cpus": os.cpu_count(),
+                      "wrk_threads": args.wrk_threads, "worker_connections": stack.worker_connections,
+                      "engine": "embedded", "env": "production", "cpus": os.cpu_count(),
                       "audit_sqlite_synchronous": args.audit_synchronous},
             engine_evaluations=engine.evaluations,
             pacing="wrk Lua delay(): per-thread send slots 1/rate apart; latency from min(slot, send)",
@@ -165,9 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="write the results as JSON to this file")
     p.add_argument("--workers", type=int, default=2, help="gunicorn workers (default 2: one per core)")
     p.add_argument("--threads", type=int, default=4, help="gthread threads per worker (default 4)")
+    p.add_argument("--worker-connections", type=int,
+                   help="gunicorn worker_connections (default 2 x threads; 1000 is gunicorn's default)")
     p.add_argument("--connections", type=int, default=16, help="wrk connections (default 16)")
     p.add_argument("--wrk-threads", type=int, default=1, help="wrk threads (default 1)")
-    p.add_argument("--decisions", type=int, default=100_000, help="decisions before the last RSS sample")
+    p.add_argument("--decisions", type=int,
+                   help="decisions before the last RSS sample (default 100k; scaled down for --duration under 30)")
     p.add_argument("--audit-synchronous", choices=("FULL", "NORMAL"), default="FULL",
                    help="SQLite decision log durability (default FULL, the shipped default: fsync per record)")
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs, scripts, SQLite)")

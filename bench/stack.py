@@ -77,8 +77,9 @@ class Stack:
     """Redis plus the gateway under gunicorn; see the module docstring."""
 
     def __init__(self, workdir: Path, *, workers: int = 2, threads: int = 4, log_level: str = "INFO",
-                 extra_env: dict[str, str] | None = None) -> None:
+                 worker_connections: int | None = None, extra_env: dict[str, str] | None = None) -> None:
         self.workdir = Path(workdir)
+        self.worker_connections = worker_connections or 2 * threads
         self.extra_env = dict(extra_env or {})
         self.workers = workers
         self.threads = threads
@@ -114,6 +115,9 @@ class Stack:
             TOOLGATE_BIND=f"127.0.0.1:{self.port}",
             TOOLGATE_WORKERS=str(self.workers),
             TOOLGATE_THREADS=str(self.threads),
+            # Few long-lived wrk connections: cap each worker so they spread (default 2 x threads,
+            # README "Performance").
+            TOOLGATE_WORKER_CONNECTIONS=str(self.worker_connections),
             TOOLGATE_LOG_LEVEL=self.log_level,
             TOOLGATE_REDIS_URL=self.redis_url,
             TOOLGATE_AUDIT_DSN=str(self.audit_path),

@@ -17,6 +17,9 @@ invalid     exportReport with end_date before start_date                     422
 
 The mix per 102 decide calls: 60 allow, 15 deny, 10 approval, 10 mutating, 5 replay and 2
 invalid, in one fixed shuffled order (``mix_deck``), plus one complete per reserved mutating call.
+Workload (b) is the allow kind alone. Every call names a conversation
+(``context.conversation_id``) that lasts ``CONVERSATION_CALLS`` calls of a wrk thread: the
+gateway reads the conversation's history from the decision log for the policy.
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ EXPECTED = {
     "complete": (200, "-"),
 }
 REPLAY_KEYS = 20
+#: Decide calls per conversation (``context.conversation_id``): the gateway reads the
+#: conversation's history from the decision log on every call, so its length matters.
+CONVERSATION_CALLS = 20
 
 _REPORT = {"start_date": "2026-01-01", "end_date": "2026-03-31"}
 _BODIES = {
@@ -74,11 +80,11 @@ def mint_token(secret: str, role: str, *, sub: str | None = None, ttl_s: int = 4
     return jwt.encode(claims, secret, algorithm="HS256", headers={"typ": "JWT"})
 
 
-def decide_body(kind: str) -> str:
-    """The compact JSON body of a decide call of ``kind``."""
+def decide_body(kind: str, conversation: str = "bench-1") -> str:
+    """The compact JSON body of a decide call of ``kind`` in ``context.conversation_id``."""
     tool, tool_input = _BODIES[kind]
     body = {"tool": tool, "version": "1", "tool_call_id": f"call-{kind}", "input": tool_input,
-            "context": {"conversation_id": "bench-1"}}
+            "context": {"conversation_id": conversation}}
     return json.dumps(body, separators=(",", ":"))
 
 
@@ -103,20 +109,20 @@ def ceiling_config() -> dict[str, Any]:
     return {"method": "GET", "path": "/healthz", "headers": {}}
 
 
-def decide_config(secret: str) -> dict[str, Any]:
-    """wrk ``fixed`` config of workload (b): the read-only allow decision."""
-    return {"method": "POST", "path": "/v1/decide", "headers": _headers(tokens(secret)["support_agent"]),
-            "body": decide_body("allow")}
+def decide_config(secret: str, *, threads: int = 1) -> dict[str, Any]:
+    """wrk ``mix`` config of workload (b): only the read-only allow decision."""
+    return mix_config(secret, [], threads=threads, deck=["allow"])
 
 
 def mix_config(secret: str, replay_keys: list[str], *, rate: float = 0.0, threads: int = 1,
-               timeline: bool = False) -> dict[str, Any]:
-    """wrk ``mix`` config of workload (c); ``rate`` > 0 paces it (requests/s over all threads)."""
+               timeline: bool = False, deck: list[str] | None = None) -> dict[str, Any]:
+    """wrk ``mix`` config of workload (c) (or of ``deck``); ``rate`` > 0 paces it (requests/s
+    over all threads). Conversations last ``CONVERSATION_CALLS`` calls of a wrk thread."""
     toks = tokens(secret)
     kinds: dict[str, Any] = {}
     for kind in MIX_WEIGHTS:
         spec: dict[str, Any] = {"method": "POST", "path": "/v1/decide", "headers": _headers(toks[_ROLES[kind]]),
-                                "body": decide_body(kind)}
+                                "body": decide_body(kind, "{{conversation}}")}
         if kind in ("approval", "mutating"):
             spec["key"] = "fresh"
         elif kind == "replay":
@@ -124,13 +130,14 @@ def mix_config(secret: str, replay_keys: list[str], *, rate: float = 0.0, thread
             spec["replay_keys"] = " ".join(replay_keys) or "bench-replay-none"
         kinds[kind] = spec
     return {
-        "deck": mix_deck(),
+        "deck": deck or mix_deck(),
         "kinds": kinds,
         "complete": {"path_prefix": "/v1/executions/", "headers": _headers(toks["admin"]),
                      "body": json.dumps({"result": {"status": "paid", "payment_id": "pay-bench"}})},
         "rate": float(rate),
         "threads": threads,
         "timeline": timeline,
+        "conversation_calls": CONVERSATION_CALLS,
     }
 
 

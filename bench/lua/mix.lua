@@ -6,7 +6,9 @@
 --                      replay_keys = "k1 k2 ..."}}
 --   complete = {path_prefix, headers, body}   sent for every decide answered state=reserved
 --   rate = requests/s over all threads (0: as fast as possible), threads = wrk threads,
---   timeline = true to keep per-second counts and histograms }
+--   timeline = true to keep per-second counts and histograms,
+--   conversation_calls = decide calls per conversation: "{{conversation}}" in a body becomes
+--                        "c<thread>-<n>", a new n every conversation_calls calls of the thread }
 --
 -- Every request carries X-Request-Id "<kind>.<start µs>.<id>", echoed by the gateway, so a
 -- response is matched to its kind and start time without per-connection state. The key of a
@@ -24,11 +26,17 @@ local ready = {}
 local slots = {}
 local interval, next_slot = 0, 0
 local replay = {}
+local body_parts = {}
+local CONVERSATION = "{{conversation}}"
 
 function init(args)
   pos = (tid * 37) % ndeck
   math.randomseed(tid * 7919 + math.floor(now_us()))
   for kind, k in pairs(kinds) do
+    local at = k.body:find(CONVERSATION, 1, true)
+    if at then
+      body_parts[kind] = {k.body:sub(1, at - 1), k.body:sub(at + #CONVERSATION)}
+    end
     if k.replay_keys then
       local list = {}
       for key in k.replay_keys:gmatch("%S+") do list[#list + 1] = key end
@@ -85,7 +93,13 @@ function request()
     local list = replay[kind]
     idem = list[seq % #list + 1]
   end
-  return wrk.format(k.method, k.path, headers(k.headers, kind .. "." .. stamp .. "." .. id, idem), k.body)
+  local body = k.body
+  local parts = body_parts[kind]
+  if parts then
+    local conversation = string.format("c%d-%d", tid, math.floor(seq / CONFIG.conversation_calls))
+    body = parts[1] .. conversation .. parts[2]
+  end
+  return wrk.format(k.method, k.path, headers(k.headers, kind .. "." .. stamp .. "." .. id, idem), body)
 end
 
 function response(status, hdrs, body)
