@@ -134,7 +134,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
             mix = summarize(bench.mix(duration), check_kinds=True)
             _log(f"    {mix['rps']} req/s; (c) mix paced at {mix['rps'] / 2:.0f} req/s")
             half = summarize(bench.mix(duration, rate=mix["rps"] / 2, name="half"), check_kinds=True)
-            _log(f"    p99 {half['p99_ms']} ms; memory: mix until 50k decisions")
+            _log(f"    p99 {half['p99_ms']} ms; memory: mix until {args.decisions // 2} decisions")
             bench.mix_until(args.decisions // 2, mix["rps"])
             rss_50k = worker_rss(stack)
             _log(f"    RSS {rss_50k}; until {args.decisions} decisions")
