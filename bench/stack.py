@@ -16,7 +16,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,28 +23,12 @@ from pathlib import Path
 
 import requests
 
+# The same loopback helpers the test harness uses for its real servers.
+from tests.support.servers import free_port, wait_for_port
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 ISSUER = "https://idp.bench.toolgate.local"
 AUDIENCE = "toolgate-bench"
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_for_port(port: int, timeout_s: float = 10.0) -> None:
-    """Block until 127.0.0.1:``port`` accepts connections; raises ``TimeoutError``."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return
-        except OSError:
-            time.sleep(0.05)
-    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout_s} s")
 
 
 def rss_mib(pid: int) -> float:

@@ -45,7 +45,7 @@ def read_only(paths: list[Path]) -> Iterator[None]:
             pytest.fail("chattr (e2fsprogs) is needed to make a file read-only for root")
         result = subprocess.run(["chattr", "+i", *map(str, paths)], capture_output=True, text=True)
         if result.returncode != 0:
-            pytest.skip(f"this filesystem has no immutable attribute: {result.stderr.strip()}")
+            pytest.fail(f"this filesystem has no immutable attribute (chattr +i): {result.stderr.strip()}")
         try:
             yield
         finally:
