@@ -1,6 +1,7 @@
 """gunicorn settings for toolgate (`toolgate serve` and `gunicorn -c gunicorn.conf.py app.wsgi:app`).
 
-gthread workers; counts from TOOLGATE_WORKERS / TOOLGATE_THREADS, bind from TOOLGATE_BIND.
+gthread workers; counts from TOOLGATE_WORKERS / TOOLGATE_THREADS, bind from TOOLGATE_BIND, one
+listening socket per worker (SO_REUSEPORT) unless TOOLGATE_REUSE_PORT=false.
 The app is not preloaded: each worker builds its own clients and its own embedded OPA engine
 after fork (a Go runtime does not survive fork reliably).
 
@@ -31,6 +32,7 @@ workers = _settings.workers
 threads = _settings.threads
 worker_connections = _settings.worker_connections
 preload_app = False
+reuse_port = _settings.reuse_port
 keepalive = 5
 timeout = 30
 graceful_timeout = 20
@@ -42,12 +44,35 @@ limit_request_field_size = 16384
 
 
 def on_starting(server):
-    """Master, before the workers fork: create the metrics directory and remove stale files."""
+    """Master, before the workers fork: refuse a taken address (with ``reuse_port``), create the
+    metrics directory and remove stale files."""
+    if server.cfg.reuse_port:
+        _refuse_taken_addresses(server)
     directory = os.environ["PROMETHEUS_MULTIPROC_DIR"]
     os.makedirs(directory, mode=0o700, exist_ok=True)
     for name in os.listdir(directory):
         if name.endswith(".db"):
             os.remove(os.path.join(directory, name))
+
+
+def _refuse_taken_addresses(server):
+    """Exit 1 when a TCP address to bind is already in use. Each worker binds its own
+    ``SO_REUSEPORT`` socket, so a taken port would otherwise crash-loop the workers (a plain
+    listener) or silently share the port with another gateway (a ``SO_REUSEPORT`` one)."""
+    import socket
+    import sys
+
+    for address in server.cfg.address:
+        if not isinstance(address, tuple):  # a unix socket path
+            continue
+        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address[:2])
+            except OSError as exc:
+                server.log.error("cannot listen on %s port %s: %s", address[0], address[1], exc.strerror)
+                sys.exit(1)
 
 
 def child_exit(server, worker):

@@ -65,6 +65,13 @@ the next attempt waits ``failure_backoff_s`` so an outage does not turn every re
 HTTP call. Fetches use PyJWT's ``PyJWKClient`` (no redirects, http(s) only) with timeout
 ``settings.jwt_jwks_timeout_ms`` and parse keys with ``PyJWK``.
 
+Verified tokens (``app.token_cache``)
+------------------------------------
+A token that passed checks 4-7 is remembered for ``settings.jwt_verified_cache_s`` (by its
+SHA-256; never past its ``exp``, nor past the lifespan of the JWKS set whose key verified it),
+so the same caller's next requests skip the signature work; checks 1-3 run on every request
+and rejected tokens are never remembered.
+
 ``mint_dev_token`` issues HS256 development tokens (``toolgate token``), refused in production.
 
 Sources: RFC 7519 (JWT), RFC 7515 (JWS), RFC 7517 (JWK), RFC 7518 (JWA), RFC 6750 (Bearer),
@@ -94,6 +101,7 @@ from jwt.algorithms import HMACAlgorithm
 
 from app import metrics
 from app.errors import DependencyUnavailable, ToolgateError, Unauthenticated
+from app.token_cache import VerifiedTokenCache
 from app.models import Subject
 from app.settings import Settings, SettingsError
 
@@ -308,6 +316,11 @@ class JwksCache:
             return found
         return self._refetch_for_unknown(kid).keys.get(kid, ())
 
+    def fresh_for_s(self) -> float:
+        """Seconds until the current key set expires (<= 0: expired, or never fetched)."""
+        snapshot = self._snapshot
+        return float("-inf") if snapshot is None else snapshot.fetched_at + self.lifespan_s - self._clock()
+
     def _is_fresh(self, snapshot: _Snapshot | None, now: float) -> bool:
         return snapshot is not None and now - snapshot.fetched_at < self.lifespan_s
 
@@ -459,6 +472,8 @@ class TokenVerifier:
         elif settings.jwt_jwks_url:
             self.jwks = jwks_cache or JwksCache.from_settings(settings)
 
+        self._verified = VerifiedTokenCache(settings.jwt_verified_cache_size, settings.jwt_verified_cache_s, self._leeway)
+
         has_asymmetric_source = self._pem_key is not None or (self.jwks is not None and asymmetric)
         if self._hmac_key is None and not has_asymmetric_source:
             raise SettingsError(
@@ -519,6 +534,9 @@ class TokenVerifier:
             raise _reject("empty bearer token")
         if not _COMPACT_JWS.fullmatch(token):
             raise _reject("bearer token is not a JWS compact serialization with three base64url segments")
+        subject = self._verified.get(token)
+        if subject is not None:
+            return subject
 
         header = _parse_json_object(_b64url_decode(token.split(".", 1)[0]), "JOSE header")
         alg = self._check_header(header)
@@ -533,7 +551,10 @@ class TokenVerifier:
             issuer=self._issuer,
             leeway=self._leeway,
         )
-        return self._subject(decoded["payload"])
+        subject = self._subject(decoded["payload"])
+        jwks = self.jwks if alg != "HS256" and self._pem_key is None else None  # the key's source
+        self._verified.put(token, subject, decoded["payload"]["exp"], jwks.fresh_for_s() if jwks else None)
+        return subject
 
     def _check_header(self, header: dict[str, Any]) -> str:
         """JOSE header rules (RFC 7515 §4, RFC 8725 §3.1, §3.10, §3.11). Returns ``alg``."""

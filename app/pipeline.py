@@ -349,11 +349,12 @@ def ai_sdk_status(ctx: DecideContext, verified: VerifiedApproval | None) -> str:
     return "denied" if word == "deny" else "user-approval"
 
 
-def _recorded_input(ctx: DecideContext) -> tuple[dict[str, Any] | None, list[str]]:
+def _recorded_input(ctx: DecideContext, fingerprinted: bool) -> tuple[dict[str, Any] | None, list[str]]:
     """The input as the decision record keeps it, and the JSON Pointers redacted: the normalized
     input with the contract's sensitive paths redacted; for input that failed validation, the
     raw input redacted the same way, or nothing when the contract has sensitive paths (in
-    invalid input their values may sit anywhere)."""
+    invalid input their values may sit anywhere). ``fingerprinted``: the normalized input was
+    canonicalized already, so it (and its redaction) can be stored."""
     if ctx.normalized_input is not None:
         data = ctx.normalized_input
     elif ctx.request is not None and not ctx.sensitive_paths:
@@ -361,16 +362,22 @@ def _recorded_input(ctx: DecideContext) -> tuple[dict[str, Any] | None, list[str
     else:
         return None, []
     redacted, paths = redact(data, ctx.sensitive_paths)
-    return (redacted, paths) if is_storable(redacted) else (None, paths)
+    storable = (fingerprinted and data is ctx.normalized_input) or is_storable(redacted)
+    return (redacted, paths) if storable else (None, paths)
 
 
 def _input_fingerprint(ctx: DecideContext) -> str | None:
+    """The fingerprint of the normalized input, or None without one or when it cannot be
+    canonicalized (RFC 8785)."""
     if ctx.idempotency is not None:
         return ctx.idempotency.fingerprint
     subject, request, data = ctx.subject, ctx.request, ctx.normalized_input
-    if subject is None or request is None or data is None or not is_storable(data):
+    if subject is None or request is None or data is None:
         return None
-    return fingerprint(subject.tenant, subject.id, request.tool, request.version, data)
+    try:
+        return fingerprint(subject.tenant, subject.id, request.tool, request.version, data)
+    except ValidationFailed:
+        return None
 
 
 def _conversation_id(ctx: DecideContext) -> str | None:
@@ -392,7 +399,8 @@ def decision_event(
     call, request, subject = ctx.call, ctx.request, ctx.subject
     assert subject is not None
     response = body or {}
-    recorded_input, redacted_paths = _recorded_input(ctx)
+    input_fingerprint = _input_fingerprint(ctx)
+    recorded_input, redacted_paths = _recorded_input(ctx, fingerprinted=input_fingerprint is not None)
     key = ctx.idempotency.scope.key if ctx.idempotency else call.idempotency_key
     secret = deps.settings.audit_key_hash_secret.get_secret_value()
     return AuditEvent(
@@ -412,7 +420,7 @@ def decision_event(
         policy_revision=response.get("policy_revision"),
         engine=deps.settings.engine,
         engine_decision_id=ctx.decision.engine_decision_id if ctx.decision else None,
-        input_fingerprint=_input_fingerprint(ctx),
+        input_fingerprint=input_fingerprint,
         input=recorded_input,
         redacted_paths=redacted_paths,
         idempotency_key_hash=hash_idempotency_key(secret, key) if key else None,

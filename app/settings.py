@@ -80,6 +80,10 @@ class Settings(BaseSettings):
 
     # Policy engine
     engine: Literal["embedded", "opa"] = "embedded"
+    #: Go runtime of the embedded engine, per worker: GOGC, and GOMAXPROCS (0: Go's default,
+    #: one per core). See app/engine/embedded.py.
+    engine_go_gc_percent: int = Field(200, ge=10, le=10_000)
+    engine_go_max_procs: int = Field(0, ge=0, le=256)
     opa_url: str = "http://127.0.0.1:8181"
     decision_path: str = Field("toolgate/decision", pattern=r"^[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*$")
     opa_connect_timeout_ms: int = Field(50, gt=0, le=60_000)
@@ -134,6 +138,10 @@ class Settings(BaseSettings):
     jwt_jwks_refetch_cooldown_s: int = Field(10, ge=0, le=3600)
     jwt_jwks_timeout_ms: int = Field(2000, gt=0, le=30_000)
     jwt_jwks_grace_s: int = Field(3600, ge=0, le=7 * 86_400)
+    #: Verified tokens remembered per worker (0: off) and for how long, in s (app/token_cache.py);
+    #: never past the token's exp nor the lifespan of the JWKS set that verified it.
+    jwt_verified_cache_size: int = Field(4096, ge=0, le=1_000_000)
+    jwt_verified_cache_s: int = Field(60, ge=0, le=3600)
 
     # Approvals
     approval_keys: SecretStr | None = None
@@ -147,11 +155,14 @@ class Settings(BaseSettings):
     bind: str = "127.0.0.1:8080"
     workers: int = Field(2, ge=1, le=64)
     threads: int = Field(4, ge=1, le=256)
-    #: Connections one gunicorn worker holds at most (gthread). A worker stops accepting at this
-    #: count, so that a few long-lived client connections (a sidecar, a pooled load balancer)
-    #: spread over the workers instead of all landing on whichever worker accepts first; about
-    #: 2 x threads for such clients (README "Performance"). gunicorn's default 1000 otherwise.
+    #: Connections one gunicorn worker holds at most (gthread); it stops accepting at this count.
+    #: Keep it well above ``threads``: gunicorn closes kept-alive connections beyond
+    #: ``worker_connections - threads``, so a low cap turns keep-alive into reconnects.
     worker_connections: int = Field(1000, ge=2, le=100_000)
+    #: One listening socket per worker with ``SO_REUSEPORT``: the kernel spreads new connections
+    #: over the workers instead of the first worker to wake taking most of them (README
+    #: "Performance"). Another process of the same user can then bind the same port too.
+    reuse_port: bool = True
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     # Observability: GET /metrics answers only with "Authorization: Bearer <metrics_token>";

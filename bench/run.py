@@ -175,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=2, help="gunicorn workers (default 2: one per core)")
     p.add_argument("--threads", type=int, default=4, help="gthread threads per worker (default 4)")
     p.add_argument("--worker-connections", type=int,
-                   help="gunicorn worker_connections (default 2 x threads; 1000 is gunicorn's default)")
+                   help="gunicorn worker_connections (default 1000, the gateway's default)")
     p.add_argument("--connections", type=int, default=16, help="wrk connections (default 16)")
     p.add_argument("--wrk-threads", type=int, default=1, help="wrk threads (default 1)")
     p.add_argument("--decisions", type=int,

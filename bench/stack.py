@@ -62,7 +62,7 @@ class Stack:
     def __init__(self, workdir: Path, *, workers: int = 2, threads: int = 4, log_level: str = "INFO",
                  worker_connections: int | None = None, extra_env: dict[str, str] | None = None) -> None:
         self.workdir = Path(workdir)
-        self.worker_connections = worker_connections or 2 * threads
+        self.worker_connections = worker_connections or 1000
         self.extra_env = dict(extra_env or {})
         self.workers = workers
         self.threads = threads
@@ -98,8 +98,6 @@ class Stack:
             TOOLGATE_BIND=f"127.0.0.1:{self.port}",
             TOOLGATE_WORKERS=str(self.workers),
             TOOLGATE_THREADS=str(self.threads),
-            # Few long-lived wrk connections: cap each worker so they spread (default 2 x threads,
-            # README "Performance").
             TOOLGATE_WORKER_CONNECTIONS=str(self.worker_connections),
             TOOLGATE_LOG_LEVEL=self.log_level,
             TOOLGATE_REDIS_URL=self.redis_url,

@@ -30,12 +30,26 @@ from app.audit import (
 )
 
 
-def seal(event: AuditEvent, seq: int, prev_hash: str) -> tuple[AuditRecord, str]:
+def canonical_members(event: AuditEvent) -> dict[str, bytes]:
+    """The RFC 8785 canonical JSON of each member of ``event``'s document, by name: the slow
+    part of sealing, done before the store's write lock. Raises ``ValueError`` when a value
+    cannot be canonicalized."""
+    return {name: rfc8785.dumps(value) for name, value in event.to_doc().items()}
+
+
+def seal(
+    event: AuditEvent, seq: int, prev_hash: str, members: dict[str, bytes] | None = None
+) -> tuple[AuditRecord, str]:
     """The record for ``event`` at position ``seq`` after ``prev_hash``, and its canonical
-    content text (what the store keeps). Raises ``ValueError`` when the event cannot be
-    canonicalized (RFC 8785)."""
-    content = {**event.to_doc(), "seq": seq, "prev_hash": prev_hash}
-    text = rfc8785.dumps(content)
+    content text (what the store keeps). ``members``: ``canonical_members(event)`` if already
+    computed. Raises ``ValueError`` when the event cannot be canonicalized (RFC 8785).
+
+    The text is RFC 8785 of the content object, assembled from its canonical members: every
+    member name is an ASCII field name, for which RFC 8785's UTF-16 code unit order of names
+    (§3.2.3) is plain string order.
+    """
+    body = {**(members or canonical_members(event)), "seq": rfc8785.dumps(seq), "prev_hash": rfc8785.dumps(prev_hash)}
+    text = b"{" + b",".join(rfc8785.dumps(name) + b":" + body[name] for name in sorted(body)) + b"}"
     record = AuditRecord(**{**_event_values(event), "seq": seq, "prev_hash": prev_hash, "hash": hashlib.sha256(text).hexdigest()})
     return record, text.decode("utf-8")
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import threading
 from abc import abstractmethod
 from contextlib import AbstractContextManager
@@ -38,9 +39,25 @@ from app.audit import (
     to_epoch_us,
     utc_now,
 )
-from app.audit.chain import seal, sign_checkpoint
+from app.audit.chain import canonical_members, seal, sign_checkpoint
+from app.errors import DependencyUnavailable
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
+
+
+def canonical_members_or_unavailable(event: AuditEvent) -> dict[str, bytes]:
+    """``canonical_members(event)``, before the write lock. A value that cannot be
+    canonicalized (a bug: the pipeline stores only canonicalizable input) is logged and
+    raised as ``DependencyUnavailable``, so only this call fails."""
+    try:
+        return canonical_members(event)
+    except Exception as exc:  # noqa: BLE001 - any failure is this record's alone
+        log.error("decision record could not be canonicalized", exc_info=exc, extra={"event": "audit_append_bug"})
+        raise DependencyUnavailable(
+            "the decision log is unavailable", log_detail=f"record could not be written: {type(exc).__name__}"
+        ) from exc
 
 #: (version, statements) applied in order to reach ``SCHEMA_VERSION``. Types valid in both.
 MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
@@ -220,19 +237,33 @@ class SqlDecisionStore(DecisionStore):
         """Append ``event`` after the tenant's chain head, in one transaction holding the
         head's lock. Raises ``DependencyUnavailable`` when the store cannot write."""
         self.ensure_schema()
+        members = canonical_members_or_unavailable(event)
         with self._write() as cur:
-            return self._append_in(cur, event)
+            return self._append_in(cur, [(event, members)])[0]
 
-    def _append_in(self, cur: Any, event: AuditEvent) -> AuditRecord:
-        """Append ``event`` inside the open write transaction of ``cur``; returns its record."""
-        head = self._locked_head(cur, event.tenant)
-        record, text = seal(event, head.seq + 1, head.hash)
-        cur.execute(self._sql(_INSERT_RECORD), (*record.index_columns().values(), text, record.hash))
-        cur.execute(
+    def _append_in(self, cur: Any, events: Sequence[tuple[AuditEvent, dict[str, bytes]]]) -> list[AuditRecord]:
+        """Append ``events`` (each with its ``canonical_members``), in order, inside the open
+        write transaction of ``cur``; returns their records. Few statements whatever the count
+        (one head read and one head update per tenant, one batched insert), as the write lock
+        is held meanwhile."""
+        heads: dict[str, tuple[int, str]] = {}
+        records, rows = [], []
+        for event, members in events:
+            if event.tenant not in heads:
+                head = self._locked_head(cur, event.tenant)
+                heads[event.tenant] = (head.seq, head.hash)
+            seq, prev_hash = heads[event.tenant]
+            record, text = seal(event, seq + 1, prev_hash, members)
+            heads[event.tenant] = (record.seq, record.hash)
+            records.append(record)
+            rows.append((*record.index_columns().values(), text, record.hash))
+        cur.executemany(self._sql(_INSERT_RECORD), rows)
+        last = {record.tenant: record for record in records}
+        cur.executemany(
             self._sql("UPDATE decision_chain_heads SET seq = ?, hash = ?, decision_id = ? WHERE tenant = ?"),
-            (record.seq, record.hash, record.decision_id, record.tenant),
+            [(record.seq, record.hash, record.decision_id, tenant) for tenant, record in last.items()],
         )
-        return record
+        return records
 
     def purge(self, before: dt.datetime, *, checkpoint_secret: bytes, batch_size: int = 5000) -> list[Checkpoint]:
         """Delete each tenant's oldest records while their time is before ``before``, in

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Iterator
 
 from app.audit import AuditEvent, AuditRecord
-from app.audit.sql import SqlDecisionStore
+from app.audit.sql import SqlDecisionStore, canonical_members_or_unavailable
 from app.errors import DependencyUnavailable
 
 log = logging.getLogger(__name__)
@@ -41,12 +41,14 @@ def _unavailable(exc: BaseException) -> DependencyUnavailable:
 
 
 class _Pending:
-    """One queued append: the event, then its record or the error that stopped it."""
+    """One queued append: the event and its canonical members, then its record or the error
+    that stopped it."""
 
-    __slots__ = ("event", "record", "error")
+    __slots__ = ("event", "members", "record", "error")
 
-    def __init__(self, event: AuditEvent) -> None:
+    def __init__(self, event: AuditEvent, members: dict[str, bytes]) -> None:
         self.event = event
+        self.members = members
         self.record: AuditRecord | None = None
         self.error: BaseException | None = None
 
@@ -110,7 +112,7 @@ class SqliteDecisionStore(SqlDecisionStore):
         """Append ``event`` (group commit, see the module docstring); returns its record once it
         is committed. Raises ``DependencyUnavailable`` when the store cannot write it."""
         self.ensure_schema()
-        pending = _Pending(event)
+        pending = _Pending(event, canonical_members_or_unavailable(event))
         with self._group:
             self._queue.append(pending)
             # Wait until another writer committed this record, or become the writer.
@@ -136,7 +138,7 @@ class SqliteDecisionStore(SqlDecisionStore):
         """Write ``group`` in one transaction; on failure, each record alone (see module doc)."""
         try:
             with self._write() as cur:
-                records = [self._append_in(cur, pending.event) for pending in group]
+                records = self._append_in(cur, [(pending.event, pending.members) for pending in group])
         except Exception as exc:  # noqa: BLE001 - isolated below: only the failing record fails
             if len(group) > 1:
                 for pending in group:

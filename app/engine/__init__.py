@@ -22,7 +22,10 @@ def build_engine(settings: Settings) -> PolicyEngine:
         return OpaSidecarEngine(settings)
     from app.engine.embedded import EmbeddedEngine
 
-    return EmbeddedEngine(settings.policy_dir, settings.decision_path)
+    return EmbeddedEngine(
+        settings.policy_dir, settings.decision_path,
+        go_gc_percent=settings.engine_go_gc_percent, go_max_procs=settings.engine_go_max_procs,
+    )
 
 
 __all__ = ["PolicyEngine", "build_engine"]

@@ -4,6 +4,7 @@ and PostgreSQL. Tampering is done with raw SQL, as an attacker with database acc
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import sqlite3
 
 import psycopg
@@ -184,3 +185,23 @@ def test_an_unknown_event_or_decision_is_refused():
         AuditEvent(event="decide", tenant="t", request_id="r", decision="maybe")
     with pytest.raises(ValueError):
         AuditEvent(event="decide", tenant="", request_id="r")
+
+
+def test_sealed_text_is_rfc8785_of_the_content():
+    """``seal`` assembles the canonical text from members canonicalized before the write lock;
+    it must be byte for byte RFC 8785 of the whole content (nested keys outside the BMP sort
+    by UTF-16 code units, numbers in ECMAScript form, non-ASCII text unescaped)."""
+    import rfc8785
+
+    from app.audit.chain import canonical_members, seal
+
+    event = AuditEvent(
+        event="decide", tenant="acme", request_id="req-1", subject_id="ü-1", tool="readFile", version="1",
+        decision="allow", reasons=("allowed by policy", "naïve \u2028 \"quoted\""),
+        input={"\U0001f600": 1, "\uffff": 2, "a": [1e21, 0.1, -0.0, 2**53 - 1], "z": {"y": None, "x": True}},
+        durations_ms={"policy": 1.25, "auth": 0.001},
+    )
+    for members in (None, canonical_members(event)):
+        record, text = seal(event, 7, "ab" * 32, members)
+        assert text.encode() == rfc8785.dumps(record.content())
+        assert record.hash == hashlib.sha256(text.encode()).hexdigest()

@@ -1,0 +1,108 @@
+"""The gunicorn listeners of gunicorn.conf.py: one ``SO_REUSEPORT`` socket per worker, and a
+taken address refused at start (a real gunicorn with 2 workers, real Redis and SQLite)."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.gateway import PROJECT_ROOT, GatewayProcess
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory, redis_server):
+    """The gateway under gunicorn, 2 workers, development defaults."""
+    workdir = tmp_path_factory.mktemp("gateway")
+    process = GatewayProcess(
+        {"TOOLGATE_REDIS_URL": redis_server.url, "TOOLGATE_AUDIT_DSN": str(workdir / "decisions.sqlite")},
+        workers=2,
+    ).start()
+    yield process
+    process.stop()
+
+
+def _children(pid: int) -> list[int]:
+    return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def _established_inodes(port: int) -> set[str]:
+    """Socket inodes of established TCP connections whose local port is ``port``."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local_port = int(fields[1].rsplit(":", 1)[1], 16)
+            if local_port == port and fields[3] == "01":  # 01 = ESTABLISHED
+                inodes.add(fields[9])
+    return inodes
+
+
+def _sockets_of(pid: int) -> set[str]:
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:["):-1])
+    return inodes
+
+
+def test_kept_alive_connections_spread_over_both_workers(gateway):
+    """16 kept-alive client connections (a load balancer's pool): with one listener per worker
+    the kernel spreads them; one shared listener let the first worker to wake take 14-16."""
+    connections = [http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=5) for _ in range(16)]
+    try:
+        for conn in connections:
+            conn.request("GET", "/healthz")
+            response = conn.getresponse()
+            response.read()
+            assert response.status == 200 and not response.will_close
+        established = _established_inodes(gateway.port)
+        held = {pid: len(_sockets_of(pid) & established) for pid in _children(gateway.proc.pid)}
+    finally:
+        for conn in connections:
+            conn.close()
+    assert len(held) == 2 and sum(held.values()) == 16, held
+    # All 16 on one worker has probability 2 x 2^-16 with the kernel's hash spreading.
+    assert min(held.values()) >= 1, held
+
+
+def test_a_second_gateway_on_a_taken_address_exits_at_once(gateway):
+    """Per-worker SO_REUSEPORT listeners would let a second gateway share the port silently
+    (or crash-loop its workers on a plain listener): the master refuses to start instead."""
+    second = subprocess.run(
+        [sys.executable, "-m", "gunicorn", "-c", str(PROJECT_ROOT / "gunicorn.conf.py")],
+        cwd=PROJECT_ROOT, env=gateway.env, capture_output=True, text=True, timeout=30,
+    )
+    assert second.returncode == 1
+    assert f"cannot listen on 127.0.0.1 port {gateway.port}: Address already in use" in second.stderr
+    conn = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=5)
+    conn.request("GET", "/healthz")
+    assert conn.getresponse().status == 200
+    conn.close()
+
+
+def test_a_plain_listener_on_the_address_is_refused_too(tmp_path, redis_server):
+    """A port held by another program (no SO_REUSEPORT): exit 1 with the reason, no worker
+    crash loop."""
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {**os.environ, "TOOLGATE_BIND": f"127.0.0.1:{port}", "TOOLGATE_REDIS_URL": redis_server.url,
+               "TOOLGATE_AUDIT_DSN": str(tmp_path / "decisions.sqlite")}
+        result = subprocess.run(
+            [sys.executable, "-m", "gunicorn", "-c", str(PROJECT_ROOT / "gunicorn.conf.py")],
+            cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=30,
+        )
+    assert result.returncode == 1
+    assert f"cannot listen on 127.0.0.1 port {port}: Address already in use" in result.stderr
