@@ -51,6 +51,7 @@ def create_app(settings: Settings | None = None, deps: Deps | None = None) -> Fl
     """
     from app import web
     from app.logs import configure_logging
+    from app.tracing import build_tracer
 
     settings = settings or (deps.settings if deps else load_settings())
     configure_logging(settings.log_level)
@@ -61,5 +62,6 @@ def create_app(settings: Settings | None = None, deps: Deps | None = None) -> Fl
     app.json.sort_keys = False
     app.json.compact = True
     app.extensions["toolgate"] = deps or build_deps(settings)
+    app.extensions["toolgate_tracer"] = build_tracer(settings)
     web.register(app)
     return app

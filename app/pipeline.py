@@ -70,15 +70,19 @@ class Phases:
     """Per-phase durations in ms, recorded in logs, metrics and (later) the decision log."""
 
     ms: dict[str, float] = field(default_factory=dict)
+    #: (phase, start, end) in epoch ns, for trace spans (app/tracing.py).
+    spans: list[tuple[str, int, int]] = field(default_factory=list)
 
     @contextmanager
     def measure(self, phase: str) -> Iterator[None]:
+        start_ns = time.time_ns()
         start = time.perf_counter()
         try:
             yield
         finally:
             elapsed = time.perf_counter() - start
             self.ms[phase] = round(elapsed * 1000, 3)
+            self.spans.append((phase, start_ns, start_ns + int(elapsed * 1e9)))
             metrics.PHASE_SECONDS.labels(phase).observe(elapsed)
 
 

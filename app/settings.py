@@ -168,6 +168,10 @@ class Settings(BaseSettings):
     # Observability: GET /metrics answers only with "Authorization: Bearer <metrics_token>";
     # without a token the endpoint is off (404).
     metrics_token: SecretStr | None = None
+    #: OTLP/HTTP traces endpoint (e.g. http://otel-collector:4318/v1/traces): set, it turns on
+    #: span export (app/tracing.py, needs the ``otel`` extra); unset, no spans are made.
+    otel_traces_endpoint: str | None = Field(None, pattern=r"^https?://[^\s]+$")
+    otel_service_name: str = Field("toolgate", min_length=1, max_length=128)
 
     @field_validator(
         "jwt_algorithms", "approval_default_approver_roles", "approval_self_approve_roles",

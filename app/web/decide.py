@@ -5,7 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, after_this_request, current_app, jsonify, request
 
 from app.pipeline import DecideCall, DecideContext, decide as run_decide
-from app.web.requests import log_fields, request_id, traceparent
+from app.web.requests import log_fields, request_id, trace_phases, traceparent
 
 bp = Blueprint("decide", __name__)
 
@@ -45,6 +45,7 @@ def decide():
             body = run_decide(deps, call, ctx)
     finally:
         log_fields(**_summary(ctx))
+        trace_phases([span for span in ctx.phases.spans if span[0] != "total"])
     return jsonify(body)
 
 

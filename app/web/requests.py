@@ -1,4 +1,5 @@
-"""Request ids, trace context and the one JSON log line per request."""
+"""Request ids, trace context, the one JSON log line per request and, when tracing is on
+(app/tracing.py), its spans."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import re
 import time
 import uuid
 
-from flask import Flask, Response, g, request
+from flask import Flask, Response, current_app, g, request
+
+from app.tracing import FinishedRequest
 
 log = logging.getLogger("toolgate.request")
 
@@ -33,8 +36,15 @@ def log_fields(**fields: object) -> None:
     g.setdefault("log_fields", {}).update(fields)
 
 
+def trace_phases(phases: list[tuple[str, int, int]]) -> None:
+    """The phases (name, start, end in epoch ns) that become child spans of this request's
+    span when tracing is on (app/tracing.py)."""
+    g.trace_phases = phases
+
+
 def _before() -> None:
     g.started = time.perf_counter()
+    g.start_ns = time.time_ns()
     supplied = request.headers.get("X-Request-Id", "")
     g.request_id = supplied if _REQUEST_ID.match(supplied) else uuid.uuid4().hex
 
@@ -55,6 +65,16 @@ def _after(response: Response) -> Response:
         fields["trace_id"] = trace_id
     fields.update(g.get("log_fields", {}))
     log.info("request", extra=fields)
+    tracer = current_app.extensions.get("toolgate_tracer")
+    if tracer is not None:
+        tracer.record(
+            FinishedRequest(
+                method=request.method, route=request.url_rule.rule if request.url_rule else "unmatched",
+                status=response.status_code, start_ns=g.get("start_ns", time.time_ns()), end_ns=time.time_ns(),
+                traceparent=traceparent()[0], request_id=fields["request_id"], fields=fields,
+                phases=g.get("trace_phases", ()),
+            )
+        )
     return response
 
 
