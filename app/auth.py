@@ -101,9 +101,9 @@ from jwt.algorithms import HMACAlgorithm
 
 from app import metrics
 from app.errors import DependencyUnavailable, ToolgateError, Unauthenticated
-from app.token_cache import VerifiedTokenCache
 from app.models import Subject
 from app.settings import Settings, SettingsError
+from app.token_cache import VerifiedTokenCache
 
 log = logging.getLogger(__name__)
 
