@@ -32,7 +32,8 @@ workers = _settings.workers
 threads = _settings.threads
 worker_connections = _settings.worker_connections
 preload_app = False
-reuse_port = _settings.reuse_port
+# SO_REUSEPORT is for TCP listeners only (a unix socket refuses it: EOPNOTSUPP).
+reuse_port = _settings.reuse_port and not bind.startswith(("unix:", "fd://"))
 keepalive = 5
 timeout = 30
 graceful_timeout = 20
@@ -56,15 +57,19 @@ def on_starting(server):
 
 
 def _refuse_taken_addresses(server):
-    """Exit 1 when a TCP address to bind is already in use. Each worker binds its own
-    ``SO_REUSEPORT`` socket, so a taken port would otherwise crash-loop the workers (a plain
-    listener) or silently share the port with another gateway (a ``SO_REUSEPORT`` one)."""
+    """Exit 1 when a TCP address to bind is already in use, or is port 0. Each worker binds its
+    own ``SO_REUSEPORT`` socket, so a taken port would otherwise crash-loop the workers (a plain
+    listener) or silently share the port with another gateway (a ``SO_REUSEPORT`` one), and
+    port 0 would give every worker a different random port."""
     import socket
     import sys
 
     for address in server.cfg.address:
         if not isinstance(address, tuple):  # a unix socket path
             continue
+        if address[1] == 0:
+            server.log.error("port 0 gives every worker its own random port: bind a port, or set TOOLGATE_REUSE_PORT=false")
+            sys.exit(1)
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         with socket.socket(family, socket.SOCK_STREAM) as probe:
             probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -472,7 +472,7 @@ class TokenVerifier:
         elif settings.jwt_jwks_url:
             self.jwks = jwks_cache or JwksCache.from_settings(settings)
 
-        self._verified = VerifiedTokenCache(settings.jwt_verified_cache_size, settings.jwt_verified_cache_s, self._leeway)
+        self._verified = VerifiedTokenCache(settings.jwt_verified_cache_bytes, settings.jwt_verified_cache_s, self._leeway)
 
         has_asymmetric_source = self._pem_key is not None or (self.jwks is not None and asymmetric)
         if self._hmac_key is None and not has_asymmetric_source:
@@ -540,6 +540,10 @@ class TokenVerifier:
 
         header = _parse_json_object(_b64url_decode(token.split(".", 1)[0]), "JOSE header")
         alg = self._check_header(header)
+        # A JWKS key is trusted while its set is fresh. Taken before the key is picked, so a
+        # refresh by another thread meanwhile cannot extend the trust of a removed key.
+        jwks = self.jwks if alg != "HS256" and self._pem_key is None else None
+        trusted_until = time.monotonic() + jwks.fresh_for_s() if jwks is not None else None
         key = self._select_key(alg, header.get("kid"))
 
         decoded = self._jwt.decode_complete(
@@ -552,8 +556,7 @@ class TokenVerifier:
             leeway=self._leeway,
         )
         subject = self._subject(decoded["payload"])
-        jwks = self.jwks if alg != "HS256" and self._pem_key is None else None  # the key's source
-        self._verified.put(token, subject, decoded["payload"]["exp"], jwks.fresh_for_s() if jwks else None)
+        self._verified.put(token, subject, decoded["payload"]["exp"], trusted_until)
         return subject
 
     def _check_header(self, header: dict[str, Any]) -> str:

@@ -138,9 +138,10 @@ class Settings(BaseSettings):
     jwt_jwks_refetch_cooldown_s: int = Field(10, ge=0, le=3600)
     jwt_jwks_timeout_ms: int = Field(2000, gt=0, le=30_000)
     jwt_jwks_grace_s: int = Field(3600, ge=0, le=7 * 86_400)
-    #: Verified tokens remembered per worker (0: off) and for how long, in s (app/token_cache.py);
-    #: never past the token's exp nor the lifespan of the JWKS set that verified it.
-    jwt_verified_cache_size: int = Field(4096, ge=0, le=1_000_000)
+    #: Verified tokens remembered per worker: at most this many bytes (estimated; 0: off) and for
+    #: how long, in s (app/token_cache.py); never past the token's exp nor the lifespan of the
+    #: JWKS set that verified it.
+    jwt_verified_cache_bytes: int = Field(8 * 1024 * 1024, ge=0, le=1024 * 1024 * 1024)
     jwt_verified_cache_s: int = Field(60, ge=0, le=3600)
 
     # Approvals

@@ -3,7 +3,8 @@ unless ``TOOLGATE_OTEL_TRACES_ENDPOINT`` is set.
 
 ``build_tracer(settings) -> RequestTracer | None``. A ``RequestTracer`` turns each finished
 HTTP request into one server span named ``<METHOD> <route>``: a child of the caller's
-``traceparent`` when it was valid (W3C Trace Context), else the root of a new trace; for
+``traceparent`` when it was valid (W3C Trace Context; its sampled flag decides, so a caller's
+unsampled trace gets no span), else the root of a new, sampled trace; for
 ``POST /v1/decide`` one child span per phase (auth, validate, idempotency, grant, policy,
 approval, reserve, log) at the phase's own start and end. Attributes: HTTP method, route and
 status, request id, and, when known, decision id, tenant, tool, version, decision and error
@@ -63,7 +64,8 @@ class RequestTracer:
         from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
         self.provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
-        self.provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+        # A short export timeout: an unreachable collector must not hold up a worker's exit.
+        self.provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint, timeout=2)))
         self._tracer = self.provider.get_tracer("toolgate")
         self._propagator = TraceContextTextMapPropagator()
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 from dataclasses import dataclass, replace
 from typing import Iterable
 
@@ -28,6 +29,24 @@ from app.audit import (
     DecisionLogReader,
     format_time,
 )
+
+
+_MAX_EXACT_INT = 2**53 - 1
+
+
+def _canonical_number(text: str) -> int | float:
+    """An integer-looking number of the canonical text: beyond ±(2^53 - 1) it can only have
+    been a double (RFC 8785 writes every number as an IEEE 754 double, §3.2.2.3, and integers
+    outside that range are refused on write), so it is read back as one."""
+    value = int(text)
+    return value if -_MAX_EXACT_INT <= value <= _MAX_EXACT_INT else float(text)
+
+
+def parse_content(text: str) -> object:
+    """Parse a stored canonical record text so that canonicalizing it again gives the same
+    bytes: ``1e16`` is stored as ``10000000000000000`` and must come back as a float, not an
+    integer that RFC 8785 refuses. Raises ``ValueError`` for text that is not JSON."""
+    return json.loads(text, parse_int=_canonical_number)
 
 
 def canonical_members(event: AuditEvent) -> dict[str, bytes]:

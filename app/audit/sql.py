@@ -14,7 +14,6 @@ gunicorn workers, gateway instances) extend each chain one record at a time.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import threading
 from abc import abstractmethod
@@ -39,7 +38,7 @@ from app.audit import (
     to_epoch_us,
     utc_now,
 )
-from app.audit.chain import canonical_members, seal, sign_checkpoint
+from app.audit.chain import canonical_members, parse_content, seal, sign_checkpoint
 from app.errors import DependencyUnavailable
 
 log = logging.getLogger(__name__)
@@ -135,12 +134,12 @@ def _from_epoch_us(value: int) -> dt.datetime:
 
 
 def _record(row: Sequence[Any]) -> AuditRecord:
-    return AuditRecord.from_content(json.loads(row[0]), row[1])
+    return AuditRecord.from_content(parse_content(row[0]), row[1])  # type: ignore[arg-type]
 
 
 def _content(text: str) -> dict[str, Any] | None:
     try:
-        value = json.loads(text)
+        value = parse_content(text)
     except (TypeError, ValueError):
         return None
     return value if isinstance(value, dict) else None

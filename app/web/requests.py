@@ -10,13 +10,14 @@ import uuid
 
 from flask import Flask, Response, current_app, g, request
 
-from app.tracing import FinishedRequest
+from app.tracing import FinishedRequest, RequestTracer
 
 log = logging.getLogger("toolgate.request")
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-# W3C Trace Context §3.2: version-traceid-parentid-flags, lower-case hex, not all zeros.
-_TRACEPARENT = re.compile(r"^00-(?!0{32})([0-9a-f]{32})-(?!0{16})[0-9a-f]{16}-[0-9a-f]{2}$")
+# W3C Trace Context §3.2: version-traceid-parentid-flags, lower-case hex, ids not all zeros;
+# a later version may append "-..." fields (§4.3), version ff is invalid.
+_TRACEPARENT = re.compile(r"^([0-9a-f]{2})-(?!0{32})([0-9a-f]{32})-(?!0{16})([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$")
 
 
 def request_id() -> str:
@@ -25,10 +26,15 @@ def request_id() -> str:
 
 
 def traceparent() -> tuple[str | None, str | None]:
-    """The valid ``traceparent`` header of this request and its trace id, else (None, None)."""
-    value = request.headers.get("traceparent", "")
-    match = _TRACEPARENT.match(value.strip()) if len(value) <= 64 else None
-    return (match.group(0), match.group(1)) if match else (None, None)
+    """This request's valid ``traceparent`` as a version-00 header, and its trace id; else
+    (None, None). A later version is read for its four version-00 fields, as W3C Trace
+    Context §4.3 asks (https://www.w3.org/TR/trace-context/#versioning-of-traceparent)."""
+    value = request.headers.get("traceparent", "").strip()
+    match = _TRACEPARENT.match(value) if len(value) <= 512 else None
+    if match is None or match.group(1) == "ff" or (match.group(1) == "00" and match.group(5)):
+        return None, None
+    _, trace_id, parent_id, flags, _ = match.groups()
+    return f"00-{trace_id}-{parent_id}-{flags}", trace_id
 
 
 def log_fields(**fields: object) -> None:
@@ -67,6 +73,13 @@ def _after(response: Response) -> Response:
     log.info("request", extra=fields)
     tracer = current_app.extensions.get("toolgate_tracer")
     if tracer is not None:
+        _record_spans(tracer, response, fields)
+    return response
+
+
+def _record_spans(tracer: RequestTracer, response: Response, fields: dict) -> None:
+    """Hand the finished request to the tracer; a tracing failure is logged, never answered."""
+    try:
         tracer.record(
             FinishedRequest(
                 method=request.method, route=request.url_rule.rule if request.url_rule else "unmatched",
@@ -75,7 +88,8 @@ def _after(response: Response) -> Response:
                 phases=g.get("trace_phases", ()),
             )
         )
-    return response
+    except Exception as exc:  # noqa: BLE001 - the response is already decided
+        log.warning("trace spans not recorded: %s", type(exc).__name__, extra={"event": "tracing_failed"})
 
 
 def register(app: Flask) -> None:

@@ -106,3 +106,45 @@ def test_a_plain_listener_on_the_address_is_refused_too(tmp_path, redis_server):
         )
     assert result.returncode == 1
     assert f"cannot listen on 127.0.0.1 port {port}: Address already in use" in result.stderr
+
+
+def test_port_0_is_refused_with_per_worker_listeners(tmp_path, redis_server):
+    """Port 0 would give each worker its own random port, unknown to everybody."""
+    env = {**os.environ, "TOOLGATE_BIND": "127.0.0.1:0", "TOOLGATE_REDIS_URL": redis_server.url,
+           "TOOLGATE_AUDIT_DSN": str(tmp_path / "decisions.sqlite")}
+    result = subprocess.run(
+        [sys.executable, "-m", "gunicorn", "-c", str(PROJECT_ROOT / "gunicorn.conf.py")],
+        cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=30,
+    )
+    assert result.returncode == 1 and "port 0 gives every worker its own random port" in result.stderr
+
+
+def test_a_unix_socket_bind_serves_without_reuse_port(tmp_path, redis_server):
+    """SO_REUSEPORT is for TCP: a unix socket bind gets one shared listener and serves."""
+    import socket
+    import time
+
+    path = tmp_path / "gw.sock"
+    env = {**os.environ, "TOOLGATE_BIND": f"unix:{path}", "TOOLGATE_REDIS_URL": redis_server.url,
+           "TOOLGATE_AUDIT_DSN": str(tmp_path / "decisions.sqlite"), "TOOLGATE_LOG_LEVEL": "WARNING"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-c", str(PROJECT_ROOT / "gunicorn.conf.py")],
+        cwd=PROJECT_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    try:
+        reply = b""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and b" 200 " not in reply:
+            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            try:
+                with socket.socket(socket.AF_UNIX) as client:
+                    client.connect(str(path))
+                    client.sendall(b"GET /healthz HTTP/1.1\r\nHost: toolgate\r\nConnection: close\r\n\r\n")
+                    reply = client.recv(4096)
+            except OSError:
+                time.sleep(0.2)
+        assert reply.startswith(b"HTTP/1.1 200 ")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        proc.stderr.close()

@@ -131,3 +131,32 @@ def test_tracing_is_off_without_an_endpoint_and_the_endpoint_must_be_http(make_a
     assert make_app().extensions["toolgate_tracer"] is None
     with pytest.raises(ValueError):
         Settings(otel_traces_endpoint="file:///tmp/spans")
+
+
+@pytest.mark.parametrize(
+    ("header", "trace_id"),
+    [
+        (f"00-{TRACE_ID}-{PARENT_ID}-01", TRACE_ID),
+        (f"  00-{TRACE_ID}-{PARENT_ID}-00 ", TRACE_ID),  # surrounding spaces are trimmed
+        (f"01-{TRACE_ID}-{PARENT_ID}-01-future-field", TRACE_ID),  # a later version: its 00 fields
+        (f"cc-{TRACE_ID}-{PARENT_ID}-01", TRACE_ID),
+        (f"00-{TRACE_ID}-{PARENT_ID}-01-extra", None),  # version 00 has exactly four fields
+        (f"ff-{TRACE_ID}-{PARENT_ID}-01", None),  # invalid version
+        (f"00-{TRACE_ID.upper()}-{PARENT_ID}-01", None),  # upper-case hex
+        (f"00-{'0' * 32}-{PARENT_ID}-01", None),
+        (f"00-{TRACE_ID}-{'0' * 16}-01", None),
+        (f"00-{TRACE_ID}-{PARENT_ID}", None),
+        (f"01-{TRACE_ID}-{PARENT_ID}-01-" + "x" * 600, None),  # longer than 512 characters
+    ],
+)
+def test_trace_context_of_the_decision_record(make_app, header, trace_id):
+    """W3C Trace Context parsing (§3.2, §4.3): the trace id lands in the decision record only
+    for a valid header."""
+    app = make_app()
+    response = app.test_client().post(
+        "/v1/decide", json=decide_body("readFile", {"path": "/srv/a.txt"}),
+        headers={**auth(roles=["support_agent"]), "traceparent": header},
+    )
+    assert response.status_code == 200
+    record = app.extensions["toolgate"].decision_reader.get(response.headers["X-Decision-Id"])
+    assert record is not None and record.trace_id == trace_id

@@ -205,3 +205,18 @@ def test_sealed_text_is_rfc8785_of_the_content():
         record, text = seal(event, 7, "ab" * 32, members)
         assert text.encode() == rfc8785.dumps(record.content())
         assert record.hash == hashlib.sha256(text.encode()).hexdigest()
+
+
+def test_large_floats_in_a_record_read_back_and_verify(store):
+    """RFC 8785 writes 1e16 as 10000000000000000; read back as an integer it could not be
+    canonicalized again (beyond 2^53) and ``verify`` would call the chain broken."""
+    event = AuditEvent(event="decide", tenant="acme", request_id="req-big", subject_id="u-1", tool="send_money",
+                       version="1", decision="user-approval", input={"amount": 1e16, "small": 12.5, "exact": 2**53 - 1,
+                                                                     "neg": -1e300, "whole": 12.0})
+    record = store.append(event)
+    read = store.get(record.decision_id)
+    assert read is not None and read.hash == record.hash
+    assert read.input == {"amount": 1e16, "small": 12.5, "exact": 2**53 - 1, "neg": -1e300, "whole": 12}
+    assert isinstance(read.input["amount"], float) and isinstance(read.input["exact"], int)
+    report = verify_chains(store, SECRET)
+    assert report.ok and report.records == 1
