@@ -36,11 +36,11 @@ def counting(verifier: TokenVerifier) -> list[int]:
 
 
 def test_a_remembered_token_returns_its_subject_until_ttl():
-    cache = VerifiedTokenCache(1 << 20, ttl_s=0.2, leeway_s=0)
+    cache = VerifiedTokenCache(1 << 20, ttl_s=1.0, leeway_s=0)
     cache.put("t1", ALICE, exp=time.time() + 3600)
     assert cache.get("t1") == ALICE
     assert cache.get("t2") is None
-    time.sleep(0.25)
+    time.sleep(1.1)
     assert cache.get("t1") is None
 
 
@@ -48,9 +48,9 @@ def test_an_entry_expires_by_pyjwts_rule_int_exp_at_or_before_now_minus_leeway()
     """PyJWT rejects when int(exp) <= now - leeway: a fractional exp must not buy a second."""
     now = time.time()
     cache = VerifiedTokenCache(1 << 20, ttl_s=60, leeway_s=1)
-    cache.put("t", ALICE, exp=now - 0.5)  # inside the leeway
+    cache.put("t", ALICE, exp=int(now))  # int(now) > now - 1: inside the leeway
     assert cache.get("t") == ALICE
-    cache.put("t", ALICE, exp=now - 1.5)  # beyond it
+    cache.put("t", ALICE, exp=int(now) - 1)  # int(now) - 1 <= now - 1: expired
     assert cache.get("t") is None
     strict = VerifiedTokenCache(1 << 20, ttl_s=60, leeway_s=0)
     strict.put("f", ALICE, exp=int(now) + 0.95)  # int(exp) == int(now): PyJWT says expired
@@ -59,10 +59,10 @@ def test_an_entry_expires_by_pyjwts_rule_int_exp_at_or_before_now_minus_leeway()
 
 def test_trusted_until_caps_the_entry_and_a_spent_key_is_not_remembered():
     cache = VerifiedTokenCache(1 << 20, ttl_s=60, leeway_s=0)
-    cache.put("short", ALICE, exp=time.time() + 3600, trusted_until=time.monotonic() + 0.1)
+    cache.put("short", ALICE, exp=time.time() + 3600, trusted_until=time.monotonic() + 1.0)
     cache.put("spent", ALICE, exp=time.time() + 3600, trusted_until=time.monotonic() - 1)
     assert cache.get("short") == ALICE and cache.get("spent") is None
-    time.sleep(0.15)
+    time.sleep(1.1)
     assert cache.get("short") is None
 
 
