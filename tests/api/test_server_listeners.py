@@ -26,6 +26,20 @@ def gateway(tmp_path_factory, redis_server):
     process.stop()
 
 
+GUNICORN = [sys.executable, "-m", "gunicorn", "-c", str(PROJECT_ROOT / "gunicorn.conf.py")]
+
+
+def _env(bind: str, tmp_path: Path, redis_server) -> dict[str, str]:
+    """The environment of a gateway bound to ``bind`` (development defaults)."""
+    return {**os.environ, "TOOLGATE_BIND": bind, "TOOLGATE_REDIS_URL": redis_server.url,
+            "TOOLGATE_AUDIT_DSN": str(tmp_path / "decisions.sqlite"), "TOOLGATE_LOG_LEVEL": "WARNING"}
+
+
+def _start(env: dict[str, str]) -> subprocess.CompletedProcess:
+    """Run a gateway that is expected to refuse to start; returns how it ended."""
+    return subprocess.run(GUNICORN, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=30)
+
+
 def _children(pid: int) -> list[int]:
     return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
@@ -77,10 +91,7 @@ def test_kept_alive_connections_spread_over_both_workers(gateway):
 def test_a_second_gateway_on_a_taken_address_exits_at_once(gateway):
     """Per-worker SO_REUSEPORT listeners would let a second gateway share the port silently
     (or crash-loop its workers on a plain listener): the master refuses to start instead."""
-    second = subprocess.run(
-        [sys.executable, "-m", "gunicorn", "-c", str(PROJECT_ROOT / "gunicorn.conf.py")],
-        cwd=PROJECT_ROOT, env=gateway.env, capture_output=True, text=True, timeout=30,
-    )
+    second = _start(gateway.env)
     assert second.returncode == 1
     assert f"cannot listen on 127.0.0.1 port {gateway.port}: Address already in use" in second.stderr
     conn = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=5)
@@ -98,24 +109,14 @@ def test_a_plain_listener_on_the_address_is_refused_too(tmp_path, redis_server):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        env = {**os.environ, "TOOLGATE_BIND": f"127.0.0.1:{port}", "TOOLGATE_REDIS_URL": redis_server.url,
-               "TOOLGATE_AUDIT_DSN": str(tmp_path / "decisions.sqlite")}
-        result = subprocess.run(
-            [sys.executable, "-m", "gunicorn", "-c", str(PROJECT_ROOT / "gunicorn.conf.py")],
-            cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=30,
-        )
+        result = _start(_env(f"127.0.0.1:{port}", tmp_path, redis_server))
     assert result.returncode == 1
     assert f"cannot listen on 127.0.0.1 port {port}: Address already in use" in result.stderr
 
 
 def test_port_0_is_refused_with_per_worker_listeners(tmp_path, redis_server):
     """Port 0 would give each worker its own random port, unknown to everybody."""
-    env = {**os.environ, "TOOLGATE_BIND": "127.0.0.1:0", "TOOLGATE_REDIS_URL": redis_server.url,
-           "TOOLGATE_AUDIT_DSN": str(tmp_path / "decisions.sqlite")}
-    result = subprocess.run(
-        [sys.executable, "-m", "gunicorn", "-c", str(PROJECT_ROOT / "gunicorn.conf.py")],
-        cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=30,
-    )
+    result = _start(_env("127.0.0.1:0", tmp_path, redis_server))
     assert result.returncode == 1 and "port 0 gives every worker its own random port" in result.stderr
 
 
@@ -125,11 +126,9 @@ def test_a_unix_socket_bind_serves_without_reuse_port(tmp_path, redis_server):
     import time
 
     path = tmp_path / "gw.sock"
-    env = {**os.environ, "TOOLGATE_BIND": f"unix:{path}", "TOOLGATE_REDIS_URL": redis_server.url,
-           "TOOLGATE_AUDIT_DSN": str(tmp_path / "decisions.sqlite"), "TOOLGATE_LOG_LEVEL": "WARNING"}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-c", str(PROJECT_ROOT / "gunicorn.conf.py")],
-        cwd=PROJECT_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        GUNICORN, cwd=PROJECT_ROOT, env=_env(f"unix:{path}", tmp_path, redis_server),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     try:
         reply = b""

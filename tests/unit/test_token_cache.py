@@ -22,6 +22,14 @@ from tests.unit.test_auth import HS_SECRET_32, bearer, profile
 ALICE = Subject(id="alice", tenant="acme", roles=("support_agent",))
 
 
+def hs256_verifier() -> TokenVerifier:
+    return TokenVerifier(profile(None, jwt_algorithms=["HS256"], jwt_hs256_secret=HS_SECRET_32))
+
+
+def hs256_token(secret: str) -> str:
+    return jwt.encode(baseline_claims(int(time.time())), secret, algorithm="HS256")
+
+
 def counting(verifier: TokenVerifier) -> list[int]:
     """Count the real signature verifications ``verifier`` performs from now on."""
     calls = [0]
@@ -81,20 +89,18 @@ def test_size_bound_in_bytes_and_off_switches():
 
 
 def test_verifier_checks_a_signature_once_per_token_with_a_configured_key():
-    verifier = TokenVerifier(profile(None, jwt_algorithms=["HS256"], jwt_hs256_secret=HS_SECRET_32))
+    verifier = hs256_verifier()
     calls = counting(verifier)
-
-    token = jwt.encode(baseline_claims(int(time.time())), HS_SECRET_32, algorithm="HS256")
+    token = hs256_token(HS_SECRET_32)
     first, second = verifier.verify(bearer(token)), verifier.verify(bearer(token))
     assert first == second and first.tenant
     assert calls[0] == 1
 
 
 def test_rejected_tokens_are_verified_every_time():
-    verifier = TokenVerifier(profile(None, jwt_algorithms=["HS256"], jwt_hs256_secret=HS_SECRET_32))
+    verifier = hs256_verifier()
     calls = counting(verifier)
-
-    forged = jwt.encode(baseline_claims(int(time.time())), "x" * 32 + "-another-secret", algorithm="HS256")
+    forged = hs256_token("x" * 32 + "-another-secret")
     for _ in range(2):
         with pytest.raises(Unauthenticated):
             verifier.verify(bearer(forged))
@@ -102,9 +108,8 @@ def test_rejected_tokens_are_verified_every_time():
 
 
 def test_structural_checks_still_run_on_a_remembered_token():
-    verifier = TokenVerifier(profile(None, jwt_algorithms=["HS256"], jwt_hs256_secret=HS_SECRET_32))
-
-    token = jwt.encode(baseline_claims(int(time.time())), HS_SECRET_32, algorithm="HS256")
+    verifier = hs256_verifier()
+    token = hs256_token(HS_SECRET_32)
     verifier.verify(bearer(token))
     with pytest.raises(Unauthenticated):
         verifier.verify([f"Bearer {token}", f"Bearer {token}"])  # two Authorization headers
