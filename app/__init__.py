@@ -5,14 +5,23 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from flask import Flask
 
 from app.pipeline import Deps
 from app.settings import Settings, load_settings
 
+if TYPE_CHECKING:
+    from app.contracts import ContractRegistry
+    from app.engine.base import PolicyEngine
 
-def build_deps(settings: Settings) -> Deps:
-    """Build the pipeline's collaborators from settings (no network, no engine loaded yet)."""
+
+def build_deps(
+    settings: Settings, *, engine: PolicyEngine | None = None, contracts: ContractRegistry | None = None
+) -> Deps:
+    """Build the pipeline's collaborators from settings (no network, no engine loaded yet).
+    ``engine`` and ``contracts`` may be passed in already built (tests share one across apps)."""
     from app.audit import open_from_settings
     from app.auth import TokenVerifier
     from app.contracts import ContractRegistry
@@ -27,8 +36,8 @@ def build_deps(settings: Settings) -> Deps:
     return Deps(
         settings=settings,
         verifier=TokenVerifier(settings),
-        contracts=ContractRegistry.load(settings.contracts_dir),
-        engine=build_engine(settings),
+        contracts=contracts or ContractRegistry.load(settings.contracts_dir),
+        engine=engine or build_engine(settings),
         idempotency=IdempotencyStore(
             redis, lease_s=settings.idempotency_lease_s, retention_s=settings.idempotency_retention_s
         ),

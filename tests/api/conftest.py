@@ -3,30 +3,68 @@
 - tokens signed with real RSA (RS256) and EC (ES256) keys, verified through a JWKS served on
   loopback (``jwks_server``);
 - the real embedded OPA engine with the shipped ``policies/`` and ``contracts/``;
-- a real Redis (``redis_server``, flushed per test) and a real SQLite decision log.
+- a real Redis (``redis_server``, flushed per test) and a real SQLite decision log (a new file
+  per test).
 
-``make_app(**overrides)`` builds another app with changed settings (e.g. the OPA sidecar).
+``make_app(**overrides)`` builds another app with changed settings (e.g. the OPA sidecar). Apps
+whose settings name the shipped policies and contracts share one embedded engine and one
+contract registry for the whole session (``shipped_engine``, ``shipped_contracts``): both are
+immutable once loaded, so sharing them changes nothing but the time spent loading. Everything
+with state (Redis, the decision log, the token verifier's key cache, the approval signer) is
+built anew for every app.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Callable, NamedTuple
 
 import pytest
+from flask import Flask
 
-from app import create_app
+from app import build_deps, create_app
+from app.contracts import ContractRegistry
+from app.engine import build_engine
+from app.engine.base import PolicyEngine
 from app.settings import Settings
-from tests.conftest import CONTRACTS_DIR, POLICY_DIR
-from tests.support.jwks_server import JwksServer
 from tests.support.calls import AUDIENCE, ISSUER
+from tests.support.jwks_server import JwksServer
 from tests.support.keys import EC1, K1, jwks
 from tests.support.opa_server import OpaTestServer
+from tests.support.paths import CONTRACTS_DIR, POLICY_DIR
+
 
 @pytest.fixture(scope="session")
-def jwks_server():
+def jwks_server() -> Iterator[JwksServer]:
     """A JWKS on loopback publishing the RSA key k1 and the EC key ec1."""
     with JwksServer(jwks(K1, EC1)) as server:
         yield server
+
+
+def _engine_identity(settings: Settings) -> tuple[Any, ...]:
+    """What ``build_engine`` builds an engine from: equal identities make equal engines."""
+    return (settings.engine, Path(settings.policy_dir).resolve(), settings.decision_path,
+            settings.engine_go_gc_percent, settings.engine_go_max_procs)
+
+
+class SharedEngine(NamedTuple):
+    engine: PolicyEngine
+    identity: tuple[Any, ...]
+
+
+@pytest.fixture(scope="session")
+def shipped_engine() -> SharedEngine:
+    """The embedded engine of the shipped ``policies/``, shared by every app that uses them (it
+    loads its OPA engine once per thread, on first use), with the identity of its settings."""
+    settings = Settings(engine="embedded", policy_dir=POLICY_DIR)
+    return SharedEngine(build_engine(settings), _engine_identity(settings))
+
+
+@pytest.fixture(scope="session")
+def shipped_contracts() -> ContractRegistry:
+    """The contract registry of the shipped ``contracts/`` (plus the built-in models)."""
+    return ContractRegistry.load(CONTRACTS_DIR)
 
 
 @pytest.fixture
@@ -51,11 +89,20 @@ def base_settings(jwks_server: JwksServer, redis_server, tmp_path) -> dict[str, 
 
 
 @pytest.fixture
-def make_app(base_settings: dict[str, Any], redis_client) -> Callable[..., Any]:
-    """``make_app(**overrides)`` -> a Flask app built from the test settings plus overrides."""
+def make_app(
+    base_settings: dict[str, Any], redis_client, shipped_engine: SharedEngine, shipped_contracts: ContractRegistry
+) -> Callable[..., Flask]:
+    """``make_app(**overrides)`` -> a Flask app built from the test settings plus overrides; it
+    gets the shared engine and registry when its settings name the shipped ones."""
 
-    def build(**overrides: Any):
-        app = create_app(Settings(**{**base_settings, **overrides}))
+    def build(**overrides: Any) -> Flask:
+        settings = Settings(**{**base_settings, **overrides})
+        shared: dict[str, Any] = {}
+        if _engine_identity(settings) == shipped_engine.identity:
+            shared["engine"] = shipped_engine.engine
+        if Path(settings.contracts_dir).resolve() == CONTRACTS_DIR.resolve():
+            shared["contracts"] = shipped_contracts
+        app = create_app(settings, build_deps(settings, **shared))
         app.config["TESTING"] = True
         return app
 
@@ -72,13 +119,23 @@ def client(app):
     return app.test_client()
 
 
-@pytest.fixture
-def opa_server():
-    """The OPA REST Data API test server (answers from the embedded engine; scriptable)."""
+@pytest.fixture(scope="session")
+def opa_test_server() -> Iterator[OpaTestServer]:
+    """The OPA REST Data API test server of the session (loading its engine once); tests use
+    ``opa_server``."""
     server = OpaTestServer(POLICY_DIR)
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def opa_server(opa_test_server: OpaTestServer) -> Iterator[OpaTestServer]:
+    """The OPA REST Data API test server (answers from the embedded engine; scriptable), with no
+    script, no default behaviour and no recorded calls at the start and end of the test."""
+    opa_test_server.reset()
+    yield opa_test_server
+    opa_test_server.reset()
 
 
 @pytest.fixture

@@ -405,10 +405,10 @@ def test_openapi_documents_the_approvals_api(client):
     assert {"get", "post"} <= set(paths["/v1/approvals/{approval_id}"])
 
 
-# --- the shared policy cases about approvals (../shared/cases/policy-cases.jsonl) ------------------
+# --- the policy cases about approvals (tests/data/cases/policy-cases.jsonl) ------------------------
 
 CASES_REGO = """
-# Test-only family for the shared approval cases pc-03, pc-19, pc-21 and pc-23.
+# Test-only family for the approval cases pc-03, pc-19, pc-21 and pc-23.
 package tools.cases
 
 import rego.v1

@@ -16,12 +16,11 @@ import pytest
 
 from app.audit import AuditEvent, DecisionQuery, hash_idempotency_key
 from app.cli import main
-from tests.conftest import shared_dir
 from tests.support.calls import auth, decide_body, make_token
 from tests.support.decision_cases import CASES
+from tests.support.paths import BANKING_CALLS
 from tests.support.postgres import audit_dsn  # noqa: F401  (fixture)
 
-BANKING_CALLS = shared_dir() / "data" / "agentdojo-banking" / "calls.jsonl"
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 AUDITOR = ["auditor"]
 

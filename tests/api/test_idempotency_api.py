@@ -1,4 +1,4 @@
-"""Idempotency through HTTP (DESIGN §4, shared/cases/README.md "Idempotency" cases 1-14), with
+"""Idempotency through HTTP (DESIGN §4, tests/data/cases/README.md "Idempotency" cases 1-14), with
 the real app, engine, contracts and Redis. The createTicket flow and the 14 cases run on a
 standalone Redis and on a 3-master Redis Cluster (``ON_BOTH``); the rest on the standalone."""
 
@@ -16,17 +16,9 @@ from app.settings import Settings
 from tests.conftest import POLICY_DIR
 from tests.support.calls import auth, decide_body
 from tests.support.idempotency import SUPPORT, decide, idempotency_keys, report, ticket, ticket_input
-from tests.support.redis_cluster import RedisClusterHarness
 from tests.support.servers import free_port
 
 REPORT_INPUT = {"start_date": "2025-01-01", "end_date": "2025-01-31"}
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    harness = RedisClusterHarness(tmp_path_factory.mktemp("cluster")).start()
-    yield harness
-    harness.stop()
 
 
 ON_BOTH = pytest.mark.parametrize("redis_settings", ["standalone", "cluster"], indirect=True)
@@ -39,7 +31,7 @@ def redis_settings(request, redis_server):
     # A generous socket timeout: a loaded test machine must not turn slow answers into 503s
     # (the timeout itself is tested in tests/unit/test_redis_client.py and tests/faults/).
     if getattr(request, "param", "standalone") == "cluster":
-        url, cluster = request.getfixturevalue("cluster").url, True
+        url, cluster = request.getfixturevalue("redis_cluster").url, True
     else:
         url, cluster = redis_server.url, False
     overrides = {"redis_url": url, "redis_cluster": cluster, "redis_socket_timeout_ms": 2000}

@@ -1,4 +1,4 @@
-"""The shared JWT cases (../shared/cases/jwt-retry-cases.jsonl, area jwt) through POST /v1/decide:
+"""The JWT cases (tests/data/cases/jwt-retry-cases.jsonl, area jwt) through POST /v1/decide:
 every rejected token is 401 UNAUTHENTICATED with ``WWW-Authenticate: Bearer error="invalid_token"``,
 the policy engine (the OPA sidecar test server, which counts calls) is never called, no
 idempotency record is created, and nothing leaks. tests/unit/test_auth.py covers each case's

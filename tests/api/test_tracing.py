@@ -4,8 +4,7 @@ with the embedded engine, Redis and SQLite."""
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Iterator
 
 import pytest
@@ -13,6 +12,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from app.settings import Settings
 from tests.support.calls import auth, decide_body
+from tests.support.http_server import LoopbackHTTPServer
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
@@ -42,17 +42,15 @@ class OtlpReceiver:
                 pass
 
         self.spans = received
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1/traces"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._server = LoopbackHTTPServer(Handler, name="otlp-receiver")
+        self.url = self._server.url("/v1/traces")
 
     def __enter__(self) -> OtlpReceiver:
-        self._thread.start()
+        self._server.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._server.stop()
 
 
 @pytest.fixture

@@ -7,5 +7,8 @@ from tests.api.conftest import (  # noqa: F401
     jwks_server,
     make_app,
     opa_server,
+    opa_test_server,
+    shipped_contracts,
+    shipped_engine,
     sidecar_client,
 )

@@ -13,8 +13,8 @@ import yaml
 
 from app.audit import DecisionQuery, open_decision_log
 from app.cli import main
-from tests.conftest import CONTRACTS_DIR
 from tests.support.idempotency import decide, report, ticket, ticket_input
+from tests.support.paths import CONTRACTS_DIR
 from tests.support.servers import RedisServer
 
 REPORT_INPUT = {"start_date": "2025-01-01", "end_date": "2025-01-31"}

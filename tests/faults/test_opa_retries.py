@@ -1,4 +1,4 @@
-"""The shared retry cases (../shared/cases/jwt-retry-cases.jsonl, area retry) against the OPA
+"""The retry cases (tests/data/cases/jwt-retry-cases.jsonl, area retry) against the OPA
 sidecar path: per-attempt timeout, at most 3 attempts, one 2 s deadline, full-jitter backoff
 (base 50 ms, cap 1 s), Retry-After honoured, a retry budget. The sidecar is the scriptable OPA
 REST Data API test server (no OPA binary can be installed here)."""

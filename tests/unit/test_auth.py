@@ -1,6 +1,6 @@
 """Unit tests of ``app.auth`` (DESIGN §2 step 2, §7).
 
-Every ``"area": "jwt"`` case of ``/work/shared/cases/jwt-retry-cases.jsonl`` is a test here,
+Every ``"area": "jwt"`` case of ``tests/data/cases/jwt-retry-cases.jsonl`` is a test here,
 run against ``TokenVerifier`` directly; the case id is in the test name. HTTP outcomes map to
 exceptions: 401 -> ``Unauthenticated``, 503 -> ``DependencyUnavailable``, 200 -> a ``Subject``
 is returned. Case expectations about OPA, Redis and response bodies belong to the API tests;
