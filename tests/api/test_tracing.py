@@ -12,6 +12,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from app.settings import Settings
 from tests.support.calls import auth, decide_body
+from tests.support.errors import assert_error
 from tests.support.http_server import LoopbackHTTPServer
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -116,7 +117,8 @@ def test_without_traceparent_a_new_trace_starts_and_errors_are_marked(make_app, 
     app = make_app(otel_traces_endpoint=receiver.url)
     client = app.test_client()
     client.get("/healthz", headers={"traceparent": "00-" + "0" * 32 + "-" + PARENT_ID + "-01"})  # invalid: all zeros
-    client.post("/v1/decide", data=b"{}", headers={"Authorization": "Bearer not-a-token"})
+    assert_error(client.post("/v1/decide", data=b"{}", headers={"Authorization": "Bearer not-a-token"}), 401,
+                 "UNAUTHENTICATED", retryable=False)
     exported(app)
     by_name = {span.name: span for _, span in receiver.spans}
     assert by_name["GET /healthz"].parent_span_id == b"" and by_name["GET /healthz"].trace_id.hex() != "0" * 32
