@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from redis import BlockingConnectionPool, Redis, RedisError
 from redis.backoff import NoBackoff
@@ -83,9 +84,10 @@ class RedisConnection:
                     self._client = Redis.from_pool(pool)
             return self._client
 
-    def run(self, operation: str, fn: Callable[[Client], T]) -> T:
+    def run(self, operation: str, fn: Callable[[Client], Any]) -> Any:
         """``fn(client)``; ``operation`` names the call in the log. Raises
-        ``DependencyUnavailable`` (503) for any Redis failure, connecting included."""
+        ``DependencyUnavailable`` (503) for any Redis failure, connecting included. (Typed
+        ``Any``: redis-py's annotations join its sync and async replies.)"""
         try:
             return fn(self._client or self._connect())
         except _UNAVAILABLE as exc:
