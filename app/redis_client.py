@@ -64,12 +64,14 @@ class RedisConnection:
     UTF-8) and raise ``DependencyUnavailable`` when Redis fails or does not answer in time.
     """
 
-    def __init__(self, settings: RedisSettings, *, pool_size: int) -> None:
+    def __init__(self, settings: RedisSettings, *, pool_size: int, client: Client | None = None) -> None:
+        """``client``: an already built redis-py client to use instead of one from the URL (the
+        socket-free tests pass an in-memory one)."""
         parse_url(settings.redis_url)  # a malformed URL fails here, not on the first request
         self.url = settings.redis_url
         self.cluster = settings.redis_cluster
         self._options = _client_options(settings, pool_size)
-        self._client: Client | None = None
+        self._client: Client | None = client
         self._lock = threading.Lock()
 
     def _connect(self) -> Client:
