@@ -4,91 +4,33 @@
     python -m app.settings_doc --write    rewrite docs/settings.md
     python -m app.settings_doc --check    exit 1 when docs/settings.md differs from the code
 
-Each setting's text is its ``Field(description=...)``; a field without one falls back to the
-``#:`` comment lines right above it in the class source, else stays empty. Sections follow
-the class body's plain ``# Heading`` comments (the text before a colon). Defaults are shown
-as a reader sets them: paths relative to the project root, secrets never (a secret with a
-built-in development value reads "development value"). Only reads the ``Settings`` class:
-no environment variable is consulted.
+One section per settings section (``app.settings.SECTIONS``, headed by the first line of its
+docstring), one row per field it declares, its text the field's ``Field(description=...)``.
+Defaults are shown as a reader sets them: paths relative to the project root, secrets never (a
+secret with a built-in development value reads "development value"). Only reads the classes:
+no environment variable is consulted. Raises ``ValueError`` when a field of ``Settings`` is in
+no section or has no description.
 """
 
 from __future__ import annotations
 
 import argparse
-import inspect
 import re
 import sys
 import types
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
 import annotated_types
-from pydantic import SecretStr
+from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
-from pydantic_settings import BaseSettings
 
-from app.settings import PROJECT_ROOT, Settings
+from app.settings import PROJECT_ROOT, SECTIONS, Settings
 
 DOC_PATH = PROJECT_ROOT / "docs" / "settings.md"
 COMMAND = "python -m app.settings_doc --write"
-
-_DOC_COMMENT = re.compile(r"^\s*#:\s?(.*)$")
-_SECTION_COMMENT = re.compile(r"^\s*#(?!:)\s?(.+)$")
-_FIELD_LINE = re.compile(r"^\s*([a-z_][a-z0-9_]*)\s*:")
-
-
-@dataclass(frozen=True)
-class SourceNotes:
-    """What the class source says beside its fields: ``#:`` comments and section headings.
-
-    ``comments``: field name -> the ``#:`` lines above it, joined by spaces.
-    ``sections``: field name -> the heading of the section it stands in ("" before the first).
-    """
-
-    comments: dict[str, str]
-    sections: dict[str, str]
-
-
-def read_source_notes(cls: type) -> SourceNotes:
-    """Scan ``cls``'s source for ``#:`` comments and ``# Heading`` section comments.
-
-    A ``#:`` block belongs to the field on the next line; a plain comment that follows a
-    blank line (or the class line) opens a section named by its text before any colon.
-    Returns empty maps when the source cannot be read.
-    """
-    try:
-        lines = inspect.getsource(cls).splitlines()
-    except (OSError, TypeError):
-        return SourceNotes({}, {})
-    comments: dict[str, str] = {}
-    sections: dict[str, str] = {}
-    pending: list[str] = []
-    section = ""
-    previous_blank = True
-    for line in lines[1:]:
-        if not line.strip():
-            pending, previous_blank = [], True
-            continue
-        doc = _DOC_COMMENT.match(line)
-        plain = _SECTION_COMMENT.match(line)
-        field = _FIELD_LINE.match(line)
-        if doc:
-            pending.append(doc.group(1).strip())
-        elif plain and previous_blank:
-            section = plain.group(1).split(":", 1)[0].strip()
-        elif field:
-            if pending:
-                comments[field.group(1)] = " ".join(pending)
-            sections.setdefault(field.group(1), section)
-            pending = []
-        elif not plain:
-            pending = []
-        previous_blank = False
-    return SourceNotes(comments, sections)
-
 
 def _type_text(annotation: Any) -> str:
     """How a reader writes a value of this type in the environment."""
@@ -163,45 +105,53 @@ def _cell(text: str) -> str:
     return re.sub(r"(?<!\\)\|", r"\\|", text)
 
 
-def _rows(cls: type[BaseSettings], notes: SourceNotes) -> Iterable[tuple[str, str]]:
-    """``(section, table row)`` for every field, in class order."""
-    prefix = str(cls.model_config.get("env_prefix", ""))
-    for name, field in cls.model_fields.items():
-        description = field.description or notes.comments.get(name, "")
-        row = " | ".join(
-            (
-                f"`{prefix}{name.upper()}`",
-                _cell(_type_text(field.annotation)),
-                _cell(_default_text(field)),
-                _cell(_limits_text(field)),
-                _cell(description),
-            )
-        )
-        yield notes.sections.get(name, ""), f"| {row} |"
+def _own_fields(section: type[BaseModel]) -> list[str]:
+    """The fields ``section`` declares itself (not those of the sections it extends)."""
+    return [name for name in section.__dict__.get("__annotations__", {}) if name in section.model_fields]
 
 
-def render(cls: type[BaseSettings] = Settings) -> str:
-    """The whole reference as Markdown, deterministic for a given class."""
-    notes = read_source_notes(cls)
+def sections() -> Iterable[tuple[str, list[str]]]:
+    """``(heading, field names)`` of every section. Raises ``ValueError`` when a field of
+    ``Settings`` is in no section or has no description."""
+    listed: set[str] = set()
+    for section in SECTIONS:
+        names = _own_fields(section)
+        listed.update(names)
+        yield (section.__doc__ or section.__name__).strip().splitlines()[0].rstrip("."), names
+    missing = sorted(set(Settings.model_fields) - listed)
+    undescribed = sorted(n for n, f in Settings.model_fields.items() if not f.description)
+    if missing or undescribed:
+        raise ValueError(f"settings in no section: {missing}; settings without a description: {undescribed}")
+
+
+def _row(name: str, field: FieldInfo, prefix: str) -> str:
+    cells = (
+        f"`{prefix}{name.upper()}`",
+        _cell(_type_text(field.annotation)),
+        _cell(_default_text(field)),
+        _cell(_limits_text(field)),
+        _cell(field.description or ""),
+    )
+    return "| " + " | ".join(cells) + " |"
+
+
+def render() -> str:
+    """The whole reference as Markdown, deterministic for the code."""
+    prefix = str(Settings.model_config.get("env_prefix", ""))
     out = [
         "# Settings reference",
         "",
-        f"<!-- Generated by `{COMMAND}` from the fields of `app.settings.Settings`; edit the",
-        "     field descriptions there, not this file. tests/unit/test_settings_doc.py fails when",
-        "     this file is stale. -->",
+        f"<!-- Generated by `{COMMAND}` from the field descriptions of `app.settings`; edit them",
+        "     there, not this file. tests/unit/test_settings_doc.py fails when this file is stale. -->",
         "",
         "Every setting is an environment variable, read once at start. Every invalid setting is",
         "reported together and the process does not start. Lists are comma-separated",
         "(`a,b,c`); booleans are `true` or `false`; \"unset\" means the variable is absent.",
         "How to run and secure the gateway with these settings: [operators.md](operators.md).",
     ]
-    header = ["", "| setting | type | default | limits | meaning |", "|---|---|---|---|---|"]
-    current: str | None = None
-    for section, row in _rows(cls, notes):
-        if section != current:
-            out += ["", f"## {section or 'General'}", *header]
-            current = section
-        out.append(row)
+    for heading, names in sections():
+        out += ["", f"## {heading}", "", "| setting | type | default | limits | meaning |", "|---|---|---|---|---|"]
+        out += [_row(name, Settings.model_fields[name], prefix) for name in names]
     return "\n".join(out) + "\n"
 
 

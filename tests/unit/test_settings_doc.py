@@ -4,11 +4,8 @@ every setting is listed, and no secret value is ever printed. Socket-free."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
 
 import pytest
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from app import settings_doc
 from app.settings import DEV_APPROVAL_KEY, DEV_HS256_SECRET, PROJECT_ROOT, Settings
@@ -45,36 +42,18 @@ def test_no_secret_or_machine_path_is_printed() -> None:
     assert "| `TOOLGATE_AUDIT_DSN` | string | `var/decisions.sqlite` |" in text
 
 
-class _Sample(BaseSettings):
-    """A settings class shaped like ``Settings``, to pin the rendering rules."""
-
-    model_config = SettingsConfigDict(env_prefix="SAMPLE_", frozen=True)
-
-    mode: Literal["fast", "safe"] = "safe"
-
-    # Limits: how much one call may take
-    #: Largest body in bytes;
-    #: 413 above.
-    max_body_bytes: int = Field(65_536, gt=0, le=1_000_000)
-    depth: int = Field(8, description="Deepest nesting | counted from 1.", ge=1)
-    undocumented: str | None = None
-
-    # Secrets
-    token: SecretStr = SecretStr("do-not-print-me")
-    roles: Annotated[list[str], NoDecode] = ["a", "b"]
-    name: str = Field("x", min_length=1, max_length=8, pattern=r"^[a-z]+$")
+def test_rows_show_types_defaults_and_limits_as_a_reader_writes_them() -> None:
+    lines = settings_doc.render().splitlines()
+    row = {line.split(" | ")[0][2:]: line for line in lines if line.startswith("| `TOOLGATE_")}
+    assert row["`TOOLGATE_ENGINE`"].startswith("| `TOOLGATE_ENGINE` | `embedded` \\| `opa` | `embedded` |  |")
+    assert "| integer | `200` | >= 10, <= 10000 |" in row["`TOOLGATE_ENGINE_GO_GC_PERCENT`"]
+    assert "| secret | development value |" in row["`TOOLGATE_AUDIT_KEY_HASH_SECRET`"]
+    assert "| secret | unset |" in row["`TOOLGATE_APPROVAL_KEYS`"]
+    assert "| comma-separated list | `RS256,ES256,EdDSA,HS256` |" in row["`TOOLGATE_JWT_ALGORITHMS`"]
+    assert "| path | `policies` |" in row["`TOOLGATE_POLICY_DIR`"]
 
 
-def test_rendering_rules_on_a_sample_class() -> None:
-    text = settings_doc.render(_Sample)
-    lines = text.splitlines()
-    assert "do-not-print-me" not in text
-    assert lines.index("## General") < lines.index("## Limits") < lines.index("## Secrets")
-    assert "| `SAMPLE_MODE` | `fast` \\| `safe` | `safe` |  |  |" in lines
-    assert "| `SAMPLE_MAX_BODY_BYTES` | integer | `65536` | > 0, <= 1000000 | Largest body in bytes; 413 above. |" in lines
-    # a description wins over a comment, and a pipe in it cannot break the table
-    assert "| `SAMPLE_DEPTH` | integer | `8` | >= 1 | Deepest nesting \\| counted from 1. |" in lines
-    assert "| `SAMPLE_UNDOCUMENTED` | string | unset |  |  |" in lines
-    assert "| `SAMPLE_TOKEN` | secret | development value |  |  |" in lines
-    assert "| `SAMPLE_ROLES` | comma-separated list | `a,b` |  |  |" in lines
-    assert "| `SAMPLE_NAME` | string | `x` | length >= 1, length <= 8, matches `^[a-z]+$` |  |" in lines
+def test_a_setting_without_a_section_or_description_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(settings_doc, "SECTIONS", settings_doc.SECTIONS[1:])
+    with pytest.raises(ValueError, match="settings in no section: \\['env'\\]"):
+        settings_doc.render()
