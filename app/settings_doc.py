@@ -15,6 +15,7 @@ no section or has no description.
 from __future__ import annotations
 
 import argparse
+import inspect
 import re
 import sys
 import types
@@ -107,7 +108,7 @@ def _cell(text: str) -> str:
 
 def _own_fields(section: type[BaseModel]) -> list[str]:
     """The fields ``section`` declares itself (not those of the sections it extends)."""
-    return [name for name in section.__dict__.get("__annotations__", {}) if name in section.model_fields]
+    return [name for name in inspect.get_annotations(section) if name in section.model_fields]
 
 
 def sections() -> Iterable[tuple[str, list[str]]]:
