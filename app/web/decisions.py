@@ -14,7 +14,7 @@ import re
 from typing import Annotated
 
 from flask import Blueprint, Response, jsonify, request
-from pydantic import BaseModel, PlainValidator, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError
 
 from app.audit.access import auditor_scope
 from app.audit.queries import CURSOR_PATTERN, MAX_PAGE, DecisionQuery
