@@ -24,7 +24,7 @@ import pytest
 from flask import Flask
 
 from app import build_deps, create_app
-from app.contracts import ContractRegistry
+from app.contracts.registry import ContractRegistry
 from app.engine import build_engine
 from app.engine.base import PolicyEngine
 from app.settings import Settings
