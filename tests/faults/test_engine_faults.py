@@ -74,6 +74,7 @@ def test_evaluation_error_is_503_without_retry(sidecar_client, opa_server):
     assert len(opa_server.calls) == 1
 
 
+@pytest.mark.serial  # the 503 must come within 1.5 s
 def test_slower_than_read_timeout_is_503(make_app, opa_server):
     client = make_app(engine="opa", opa_url=opa_server.url, opa_read_timeout_ms=100, opa_deadline_ms=800).test_client()
     opa_server.always(Behaviour(delay_s=0.5))

@@ -75,6 +75,7 @@ def test_redis_restarted_empty_forgets_completed_keys(app_on, own_redis):
     assert _state(decide(client, "createTicket", tool_input)) == "reserved"  # treated as new
 
 
+@pytest.mark.serial  # the 503 must come within 1.5 s
 def test_hanging_redis_fails_within_the_socket_timeout(app_on, own_redis):
     client = app_on(redis_socket_timeout_ms=300).test_client()
     assert _state(decide(client, "createTicket", ticket_input())) == "reserved"

@@ -17,6 +17,9 @@ from tests.support.errors import assert_error
 from tests.support.opa_server import Behaviour
 from tests.support.servers import free_port
 
+# Backoff gaps and whole-call latencies are asserted to within tens of milliseconds.
+pytestmark = pytest.mark.serial
+
 PAYLOAD_A = decide_body("readFile", {"path": "/srv/reports/q1.csv"})
 
 
