@@ -108,7 +108,7 @@ def wait_for_port(port: int, timeout_s: float = 10.0) -> None:
 
 def _listening_inodes(port: int) -> set[str]:
     """Inodes of the TCP sockets in state LISTEN on local port ``port`` (/proc/net/tcp{,6})."""
-    inodes = set()
+    inodes: set[str] = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             lines = Path(table).read_text().splitlines()[1:]
@@ -123,7 +123,7 @@ def _listening_inodes(port: int) -> set[str]:
 
 def socket_inodes(pid: int) -> set[str]:
     """Inodes of the sockets that process ``pid`` holds open (its /proc/<pid>/fd links)."""
-    inodes = set()
+    inodes: set[str] = set()
     try:
         fds = list(Path(f"/proc/{pid}/fd").iterdir())
     except OSError:
@@ -329,7 +329,8 @@ class GatewayProcess:
         raise AssertionError("unreachable")
 
     def _start_once(self, timeout_s: float, readyz_probes: int) -> None:
-        self._log = open(self._log_path, "ab") if self._log_path is not None else tempfile.TemporaryFile()
+        # Kept open while gunicorn runs; closed by stop().
+        self._log = open(self._log_path, "ab") if self._log_path is not None else tempfile.TemporaryFile()  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "-c", str(PROJECT_ROOT / "gunicorn.conf.py")],
             cwd=PROJECT_ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,

@@ -170,7 +170,7 @@ def test_answer_by_the_requester_is_forbidden(client):
 def test_self_approval_setting_allows_named_roles_only(make_app):
     client = make_app(approval_self_approve_roles=["approver"]).test_client()
     requester = ("u-boss", "acme", ["admin", "approver"])
-    approval_id, grant = approve(client, payment(1500), requester, requester)
+    _, grant = approve(client, payment(1500), requester, requester)
     assert grant_claims(grant)["approver"] == grant_claims(grant)["subject"] == "u-boss"
 
 

@@ -158,18 +158,20 @@ def test_nothing_secret_is_stored(client, audit_app, audit_dsn):  # noqa: F811
 
 def _corpus(app) -> list:
     log = app.extensions["toolgate"].decision_log
-    start = dt.datetime(2025, 6, 1, tzinfo=dt.timezone.utc)
+    key_hash_secret = app.extensions["toolgate"].settings.audit_key_hash_secret.get_secret_value()
+    start = dt.datetime(2025, 6, 1, tzinfo=dt.UTC)
     specs = [
-        dict(tenant="acme", subject_id="alice", tool="readFile", decision="allow"),
-        dict(tenant="acme", subject_id="bob", tool="deleteFile", decision="deny", reasons=("not allowed",)),
-        dict(tenant="acme", subject_id="alice", tool="processPayment", decision="user-approval", approval_id="ap-1"),
-        dict(tenant="acme", subject_id="alice", tool="readFile", error_code="VALIDATION_ERROR", request_id="req-x"),
-        dict(tenant="acme", subject_id="carol", tool="processPayment", decision="allow", event="approval_answer",
-             approval_id="ap-1", approver_id="carol"),
-        dict(tenant="acme", subject_id="bob", tool="createTicket", decision="allow",
-             idempotency_key_hash=hash_idempotency_key(app.extensions["toolgate"].settings.audit_key_hash_secret
-                                                       .get_secret_value(), "ticket-key-1")),
-        dict(tenant="globex", subject_id="alice", tool="readFile", decision="allow", approval_id="ap-1"),
+        {"tenant": "acme", "subject_id": "alice", "tool": "readFile", "decision": "allow"},
+        {"tenant": "acme", "subject_id": "bob", "tool": "deleteFile", "decision": "deny", "reasons": ("not allowed",)},
+        {"tenant": "acme", "subject_id": "alice", "tool": "processPayment", "decision": "user-approval",
+         "approval_id": "ap-1"},
+        {"tenant": "acme", "subject_id": "alice", "tool": "readFile", "error_code": "VALIDATION_ERROR",
+         "request_id": "req-x"},
+        {"tenant": "acme", "subject_id": "carol", "tool": "processPayment", "decision": "allow",
+         "event": "approval_answer", "approval_id": "ap-1", "approver_id": "carol"},
+        {"tenant": "acme", "subject_id": "bob", "tool": "createTicket", "decision": "allow",
+         "idempotency_key_hash": hash_idempotency_key(key_hash_secret, "ticket-key-1")},
+        {"tenant": "globex", "subject_id": "alice", "tool": "readFile", "decision": "allow", "approval_id": "ap-1"},
     ]
     records = []
     for i, spec in enumerate(specs):

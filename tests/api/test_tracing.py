@@ -4,8 +4,9 @@ with the embedded engine, Redis and SQLite."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
@@ -26,7 +27,7 @@ class OtlpReceiver:
         received: list[Any] = []
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server API
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 request = ExportTraceServiceRequest()
                 request.ParseFromString(body)

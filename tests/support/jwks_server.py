@@ -49,10 +49,10 @@ class JwksServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_GET(self) -> None:  # noqa: N802 - http.server API
+            def do_GET(self) -> None:
                 owner._handle(self)
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
         self._server = LoopbackHTTPServer(Handler, name="jwks-server").start()

@@ -12,6 +12,7 @@ fixture runs a test once on SQLite and once on PostgreSQL.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import glob
 import itertools
 import os
@@ -68,10 +69,8 @@ class PostgresServer:
         self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
 
     def cleanup(self) -> None:
-        try:
+        with contextlib.suppress(subprocess.CalledProcessError):  # already stopped
             self.stop()
-        except subprocess.CalledProcessError:
-            pass
         shutil.rmtree(self.root, ignore_errors=True)
 
     def dsn(self, database: str = "postgres") -> str:
