@@ -4,7 +4,7 @@
   loopback (``jwks_server``);
 - the real embedded OPA engine with the shipped ``policies/`` and ``contracts/``;
 - a real Redis (``redis_server``, flushed per test) and a real SQLite decision log (a new file
-  per test).
+  per test: a copy of an empty log made once, ``empty_decision_log``).
 
 ``make_app(**overrides)`` builds another app with changed settings (e.g. the OPA sidecar). Apps
 whose settings name the shipped policies and contracts share one embedded engine and one
@@ -16,6 +16,7 @@ built anew for every app.
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -24,6 +25,7 @@ import pytest
 from flask import Flask
 
 from app import build_deps, create_app
+from app.audit.stores import open_decision_log
 from app.contracts.registry import ContractRegistry
 from app.engine import build_engine
 from app.engine.base import PolicyEngine
@@ -67,9 +69,21 @@ def shipped_contracts() -> ContractRegistry:
     return ContractRegistry.load(CONTRACTS_DIR)
 
 
+@pytest.fixture(scope="session")
+def empty_decision_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An SQLite decision log with the current schema and no record, made once per session.
+    Each test's log is a copy of it: creating the schema costs about 35 ms, a copy 1 ms."""
+    path = tmp_path_factory.mktemp("decision-log") / "empty.sqlite"
+    open_decision_log(str(path)).close()  # the last connection closed: the WAL is checkpointed away
+    return path
+
+
 @pytest.fixture
-def base_settings(jwks_server: JwksServer, redis_server, tmp_path) -> dict[str, Any]:
-    """Keyword arguments of the test ``Settings``; tests may copy and change them."""
+def base_settings(jwks_server: JwksServer, redis_server, tmp_path: Path, empty_decision_log: Path) -> dict[str, Any]:
+    """Keyword arguments of the test ``Settings``; tests may copy and change them. The decision
+    log is a new empty SQLite file in ``tmp_path``."""
+    audit_dsn = tmp_path / "decisions.sqlite"
+    shutil.copyfile(empty_decision_log, audit_dsn)
     return {
         "env": "development",
         "engine": "embedded",
@@ -82,7 +96,12 @@ def base_settings(jwks_server: JwksServer, redis_server, tmp_path) -> dict[str, 
         "jwt_jwks_cache_s": 2,
         "jwt_jwks_refetch_cooldown_s": 10,
         "redis_url": redis_server.url,
-        "audit_dsn": str(tmp_path / "decisions.sqlite"),
+        # OPA sidecar attempts that a loaded test machine does not time out by accident (the
+        # sidecar here is the test server in this process); the 2 s deadline stays, and the
+        # tests of the timeouts set their own.
+        "opa_connect_timeout_ms": 1000,
+        "opa_read_timeout_ms": 1500,
+        "audit_dsn": str(audit_dsn),
         "approval_keys": "k-test:" + "a" * 32 + ",k-old:" + "b" * 32,
         "log_level": "WARNING",
     }

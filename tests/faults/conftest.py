@@ -4,6 +4,7 @@ from tests.api.conftest import (  # noqa: F401
     app,
     base_settings,
     client,
+    empty_decision_log,
     jwks_server,
     make_app,
     opa_server,
