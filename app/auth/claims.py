@@ -65,7 +65,7 @@ class ClaimRules:
         missing = [name for name in self.required if name not in payload]
         if missing:
             raise reject(f"claim {missing[0]} is missing")
-        dates = {name: _numeric_date(payload, name) for name in ("exp", "iat", "nbf") if name in payload}
+        dates: dict[str, float] = {name: _numeric_date(payload, name) for name in ("exp", "iat", "nbf") if name in payload}
         self._plausible(dates, now)
         if payload.get("iss") != self.issuer or not isinstance(payload.get("iss"), str):
             raise reject("issuer mismatch")
