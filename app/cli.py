@@ -85,7 +85,7 @@ def _idempotency_resolve(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     try:
-        scope = Scope(args.tenant, validate_key(args.key))
+        scope = Scope(args.tenant, args.subject, validate_key(args.key))
     except ValidationFailed as exc:
         print(f"toolgate idempotency resolve: {exc.message}", file=sys.stderr)
         return 2
@@ -103,7 +103,7 @@ def _idempotency_resolve(args: argparse.Namespace) -> int:
     finally:
         redis.close()
         log.close()
-    print(json.dumps({"tenant": args.tenant, "key": args.key, "state": state}))
+    print(json.dumps({"tenant": args.tenant, "subject": args.subject, "key": args.key, "state": state}))
     return 0
 
 
@@ -145,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
         "resolve", help="settle a key whose outcome is unknown: completed (it ran) or released (it may run again)"
     )
     resolve.add_argument("--tenant", required=True)
+    resolve.add_argument("--subject", required=True, help="the subject (token sub) that used the key")
     resolve.add_argument("--key", required=True, help="the idempotency key as the caller sent it")
     resolve.add_argument("--as", dest="outcome", required=True, choices=["completed", "released"])
     resolve.set_defaults(func=_idempotency_resolve)

@@ -7,7 +7,7 @@
                                                retry_safe contract: re-claimable;
                                                else 409 until ``toolgate idempotency resolve``
 
-Redis layout: one hash tag per (tenant, key) (``app.idempotency.keys.Scope``), so both keys of a
+Redis layout: one hash tag per (tenant, subject, key) (``app.idempotency.keys.Scope``), so both keys of a
 record sit in one Redis Cluster slot and every script stays single-slot.
 
     toolgate:idem:{<tag>}:record   hash: state, fp, token, subject, tool, version, result,
@@ -249,13 +249,21 @@ class IdempotencyStore:
     def resolve(self, scope: Scope, resolution: Resolution) -> Resolution:
         """Operator decision on a record (``toolgate idempotency resolve``): ``completed``
         (executed; retries replay a null result) or ``released`` (not executed; a retry may
-        run it). Returns the resolution. Raises ``NotFound`` (no record) and ``Conflict``
-        (409, retryable, while a lease is still running)."""
+        run it). Returns the resolution. Raises ``NotFound`` (no record), ``Conflict`` (409,
+        retryable, while a lease is still running; 409, not retryable, when releasing a record
+        that the tool service reported completed: a retry would run the tool again. A record an
+        operator resolved as completed may be released: that corrects the operator's own call)."""
         args: list[str | int] = [resolution, self.retention_s * 1000, now_ms()]
         reply = self.redis.eval("idempotency resolve", scripts.RESOLVE, scope.redis_keys, args)
         if reply[0] == "not_found":
             raise NotFound("no idempotency record for this tenant and key")
         if reply[0] == "in_flight":
             raise Conflict("the call is still in progress", retryable=True, retry_after_s=_seconds(int(reply[1])))
+        if reply[0] == "completed_before":
+            raise Conflict(
+                "the call completed: releasing it would let a retry run it again",
+                retryable=False,
+                details={"state": "completed"},
+            )
         resolved: Resolution = reply[0]
         return resolved

@@ -68,7 +68,7 @@ def test_a_mutating_call_reserves_its_key_and_a_retry_replays(deps, engine) -> N
 def progress_scope(deps, key: str):
     from app.idempotency.keys import Scope
 
-    return Scope("acme", key)
+    return Scope("acme", "u-1", key)
 
 
 def test_user_approval_opens_one_pending_approval(deps, engine) -> None:
