@@ -14,8 +14,11 @@ reference (docs/settings.md) shows them; every field's ``description`` is its do
 
 from __future__ import annotations
 
+import difflib
 import logging
+import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -444,11 +447,23 @@ class Settings(
         return self
 
 
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """The ``TOOLGATE_*`` names in ``environ`` that are no setting, each with the setting it
+    probably meant when one is close (a mistyped name is otherwise silently ignored)."""
+    prefix = str(Settings.model_config.get("env_prefix", ""))
+    known = [prefix + name.upper() for name in Settings.model_fields]
+    found = []
+    for name in sorted(n for n in environ if n.upper().startswith(prefix) and n.upper() not in known):
+        close = difflib.get_close_matches(name.upper(), known, n=1, cutoff=0.8)
+        found.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    return found
+
+
 def load_settings(**overrides: object) -> Settings:
     """Read the environment (plus ``overrides``) into a frozen ``Settings``.
 
     Raises ``SettingsError`` naming every invalid setting at once. Logs a warning when a
-    development convenience is on.
+    development convenience is on, and for every ``TOOLGATE_*`` variable that is no setting.
     """
     try:
         settings = Settings(**overrides)  # type: ignore[arg-type]
@@ -459,6 +474,8 @@ def load_settings(**overrides: object) -> Settings:
             name = f"TOOLGATE_{where.upper()}" if err["loc"] else where
             lines.append(f"{name}: {err['msg']}")
         raise SettingsError("invalid settings:\n  " + "\n  ".join(lines)) from None
+    for name in unknown_variables(os.environ):
+        log.warning("unknown setting %s is ignored", name, extra={"event": "unknown_setting"})
     if settings.uses_dev_secret:
         log.warning(
             "development mode: accepting HS256 tokens signed with the built-in development secret; "

@@ -206,6 +206,42 @@ class IdempotencyStore:
             raise NotFound("no execution with this key")
         return tool, version
 
+    def describe(self, scope: Scope) -> dict[str, Any] | None:
+        """What an operator may see of the record at ``scope`` (``toolgate idempotency show``):
+        ``state`` (``processing``, ``outcome_unknown``, ``completed``, ``failed``), ``tool``,
+        ``version``, ``reserved_at`` / ``settled_at`` (RFC 3339), ``lease_remaining_ms``,
+        ``expires_in_s`` (the record's TTL), ``resolved_by``, ``failure_reason``, and
+        ``result_bytes`` (the stored result's size: the result itself may hold customer data
+        and is not shown). None when there is no record."""
+        record, lease = scope.redis_keys
+
+        def read(client: Any) -> list[Any]:
+            pipe = client.pipeline(transaction=False)
+            pipe.hgetall(record)
+            pipe.pttl(lease)
+            pipe.ttl(record)
+            replies: list[Any] = pipe.execute()
+            return replies
+
+        fields, lease_ms, ttl_s = self.redis.run("idempotency show", read)
+        if not fields:
+            return None
+        state = fields.get("state")
+        if state == "processing" and lease_ms <= 0:
+            state = "outcome_unknown"
+        return {
+            "state": state,
+            "tool": fields.get("tool"),
+            "version": fields.get("version"),
+            "reserved_at": rfc3339_ms(int(fields["reserved_at_ms"])) if "reserved_at_ms" in fields else None,
+            "settled_at": rfc3339_ms(int(fields["settled_at_ms"])) if "settled_at_ms" in fields else None,
+            "lease_remaining_ms": max(0, int(lease_ms)),
+            "expires_in_s": int(ttl_s),
+            "resolved_by": fields.get("resolved_by"),
+            "failure_reason": fields.get("reason"),
+            "result_bytes": len(fields["result"].encode()) if "result" in fields else None,
+        }
+
     def complete(self, scope: Scope, subject_id: str, result: Any, *, token: str | None = None) -> Report:
         """Store ``result`` (JSON value) for the reservation, kept ``retention_s``.
 

@@ -60,3 +60,14 @@ def test_every_setting_belongs_to_a_section_that_settings_extends() -> None:
         assert issubclass(Settings, section)
     fields = {name for section in SECTIONS for name in section.model_fields}
     assert fields == set(Settings.model_fields)
+
+
+def test_a_mistyped_setting_is_named_with_the_one_it_meant(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from app.settings import load_settings, unknown_variables
+
+    assert unknown_variables({"TOOLGATE_REDIS_URI": "x", "TOOLGATE_REDIS_URL": "y", "TOOLGATE_NOTHING_LIKE_IT": "z",
+                              "PATH": "/bin"}) == ["TOOLGATE_NOTHING_LIKE_IT", "TOOLGATE_REDIS_URI (did you mean TOOLGATE_REDIS_URL?)"]
+    monkeypatch.setenv("TOOLGATE_IDEMPOTENCY_LEASE_SECONDS", "5")
+    with caplog.at_level("WARNING"):
+        load_settings()
+    assert "unknown setting TOOLGATE_IDEMPOTENCY_LEASE_SECONDS (did you mean TOOLGATE_IDEMPOTENCY_LEASE_S?) is ignored" in caplog.text
