@@ -20,6 +20,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from app.about import version
 from app.settings import PROJECT_ROOT, SettingsError, load_settings
 
 
@@ -140,20 +141,10 @@ def _idempotency_resolve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _version() -> str:
-    """The installed distribution's version (pyproject.toml)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("toolgate")
-    except PackageNotFoundError:  # running from a source tree that was never installed
-        return "unknown"
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(prog="toolgate", description="Policy decision point for AI tool calls.")
-    parser.add_argument("--version", action="version", version=f"toolgate {_version()}")
+    parser.add_argument("--version", action="version", version=f"toolgate {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the gateway under gunicorn")
