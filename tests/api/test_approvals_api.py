@@ -225,13 +225,9 @@ def test_malformed_answers_are_rejected(client, body, problem):
 def test_approvals_api_needs_a_token_and_a_known_state(client):
     assert_error(client.get("/v1/approvals"), 401, "UNAUTHENTICATED", retryable=False)
     assert_error(client.post("/v1/approvals/ap_x", json={"approved": True}), 401, "UNAUTHENTICATED", retryable=False)
-    # The approvals list names the bad parameter in the message ("state must be pending"), with
-    # no problems list.
-    for query, message in (("state=approved", "state must be pending"),
-                           ("limit=0", "limit must be an integer from 1 to 500")):
-        error = assert_error(client.get(f"/v1/approvals?{query}", headers=auth(*APPROVER)), 400, "VALIDATION_ERROR",
-                             retryable=False)
-        assert error["message"] == message
+    for query in ("state=approved", "limit=0"):
+        resp = client.get(f"/v1/approvals?{query}", headers=auth(*APPROVER))
+        assert_error(resp, 400, "VALIDATION_ERROR", retryable=False, path=[query.split("=", 1)[0]])
 
 
 # --- every fail-closed case of the issue -----------------------------------------------------------

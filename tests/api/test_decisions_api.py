@@ -235,10 +235,8 @@ def test_a_platform_role_in_a_tenant_token_counts_for_nothing(client, audit_app)
     records = _corpus(audit_app)
     globex = next(r for r in records if r.tenant == "globex")
     posing = auth("mallory", "acme", ["platform_auditor"])
-    resp = client.get("/v1/decisions?tenant=globex", headers=posing)
-    assert resp.status_code == 403 and resp.get_json()["error"]["code"] == "FORBIDDEN"
-    assert resp.get_json()["error"]["retryable"] is False
-    assert client.get(f"/v1/decisions/{globex.decision_id}", headers=posing).status_code == 403
+    assert_error(client.get("/v1/decisions?tenant=globex", headers=posing), 403, "FORBIDDEN", retryable=False)
+    assert_error(client.get(f"/v1/decisions/{globex.decision_id}", headers=posing), 403, "FORBIDDEN", retryable=False)
     both = auth("aud-2", "acme", ["platform_auditor", "auditor"])
     assert {r["tenant"] for r in client.get("/v1/decisions", headers=both).get_json()["records"]} == {"acme"}
 
