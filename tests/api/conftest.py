@@ -95,10 +95,11 @@ def base_settings(jwks_server: JwksServer, redis_server, tmp_path: Path, empty_d
         "jwt_jwks_url": jwks_server.jwks_url,
         "jwt_jwks_cache_s": 2,
         "jwt_jwks_refetch_cooldown_s": 10,
+        # Timeouts a loaded test machine does not hit by accident (the defaults, 100 ms for
+        # Redis and 50/250 ms per OPA sidecar attempt, turned slow answers into 503s when both
+        # cores were busy); the OPA deadline stays 2 s, and the tests of the timeouts set their own.
         "redis_url": redis_server.url,
-        # OPA sidecar attempts that a loaded test machine does not time out by accident (the
-        # sidecar here is the test server in this process); the 2 s deadline stays, and the
-        # tests of the timeouts set their own.
+        "redis_socket_timeout_ms": 2000,
         "opa_connect_timeout_ms": 1000,
         "opa_read_timeout_ms": 1500,
         "audit_dsn": str(audit_dsn),
