@@ -17,7 +17,7 @@ def _config(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_proxy_commands(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def add_proxy_commands(sub: argparse._SubParsersAction) -> None:
     """Add ``proxy config`` to the ``toolgate`` subcommands."""
     proxy = sub.add_parser("proxy", help="the nginx proxy in front of gunicorn")
     proxy_sub = proxy.add_subparsers(dest="proxy_command", required=True)
