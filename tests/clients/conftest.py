@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from toolgate_client import RetryPolicy, ToolgateClient
 
 from tests.api.conftest import jwks_server  # noqa: F401
 from tests.clients.gateway import ClientGateway, token_for
-from toolgate_client import RetryPolicy, ToolgateClient
 
 #: A short policy for tests that expect an error at once.
 QUICK = RetryPolicy(max_attempts=3, deadline_s=5.0, base_delay_s=0.05, max_delay_s=0.5)

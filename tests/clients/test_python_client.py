@@ -7,9 +7,6 @@ from __future__ import annotations
 import uuid
 
 import pytest
-
-from tests.clients.gateway import IDENTITIES
-from tests.support.idempotency import ticket, ticket_input
 from toolgate_client import (
     Conflict,
     Forbidden,
@@ -19,6 +16,9 @@ from toolgate_client import (
     ValidationFailed,
 )
 from toolgate_client.client import DECISION_FILTERS
+
+from tests.clients.gateway import IDENTITIES
+from tests.support.idempotency import ticket, ticket_input
 
 REPORT = {"path": "/srv/reports/q1.csv"}
 

@@ -12,9 +12,6 @@ import time
 from typing import Any
 
 import pytest
-
-from tests.clients.gateway import ClientGateway, token_for
-from tests.support.idempotency import ticket, ticket_input
 from toolgate_client import (
     ApprovalRequired,
     ReplayedFailure,
@@ -25,6 +22,9 @@ from toolgate_client import (
     ToolgateClient,
     ValidationFailed,
 )
+
+from tests.clients.gateway import ClientGateway, token_for
+from tests.support.idempotency import ticket, ticket_input
 
 PAYMENT = {"amount": 1500, "currency": "EUR", "recipient": "acct_42"}
 

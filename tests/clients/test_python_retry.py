@@ -17,10 +17,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
-from tests.clients.gateway import ClientGateway, token_for
-from tests.support.idempotency import ticket, ticket_input
-from tests.support.servers import RedisServer, free_port
 from toolgate_client import (
     Conflict,
     DependencyUnavailable,
@@ -29,6 +25,10 @@ from toolgate_client import (
     ToolgateClient,
     TransportError,
 )
+
+from tests.clients.gateway import ClientGateway, token_for
+from tests.support.idempotency import ticket, ticket_input
+from tests.support.servers import RedisServer, free_port
 
 STORM_CLIENTS = 16
 STORM = RetryPolicy(max_attempts=10, deadline_s=3.5, base_delay_s=0.05, max_delay_s=0.5)

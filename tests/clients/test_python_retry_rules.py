@@ -9,9 +9,13 @@ import random
 import time
 
 import pytest
-
 from toolgate_client import RetryPolicy
-from toolgate_client.errors import ERRORS_BY_CODE, ApiError, TransportError, UnexpectedResponse
+from toolgate_client.errors import (
+    ERRORS_BY_CODE,
+    ApiError,
+    TransportError,
+    UnexpectedResponse,
+)
 from toolgate_client.retry import is_retryable, run_with_retries
 from toolgate_client.transport import parse_retry_after
 
