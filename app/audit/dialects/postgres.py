@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
-from app.audit.sql import SqlDecisionStore
+from app.audit.sql_store import SqlDecisionStore
 from app.errors import DependencyUnavailable
 
 log = logging.getLogger(__name__)
