@@ -6,6 +6,7 @@
     toolgate policy test [DIR]
     toolgate idempotency resolve --tenant T --key K --as completed|released
     toolgate audit query|export|verify|purge ...   (app.audit.commands)
+    toolgate mcp [--transport http|stdio] [--bind HOST:PORT] [--upstream NAME=COMMAND|NAME=URL]   (app.mcp.commands)
 
 Exit codes: 0 success, 1 a check failed (policy tests, replay errors), 2 usage or settings error.
 """
@@ -150,8 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
     resolve.set_defaults(func=_idempotency_resolve)
 
     from app.audit.commands import add_audit_commands
+    from app.mcp.commands import add_mcp_command
 
     add_audit_commands(sub)
+    add_mcp_command(sub)
     return parser
 
 
