@@ -53,9 +53,11 @@ log = logging.getLogger(__name__)
 IDEMPOTENCY_KEY_META = "toolgate/idempotencyKey"
 TOOL_CALL_ID_META = "toolgate/toolCallId"
 CONTEXT_META = "toolgate/context"
+APPROVAL_META = "toolgate/approval"
 #: The key of the gateway's elicitation among a 2026-07-28 ``InputRequiredResult``'s requests.
 APPROVAL_INPUT = "toolgate/approval"
-_GRANTS_KEPT = 10_000
+#: Calls remembered per gateway process (grants used, approvals opened).
+_KEPT = 10_000
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,8 @@ class ToolCall:
     tool_call_id: str | None
     context: dict[str, Any]
     key: str | None
+    #: Identifies "the same call" (caller, tool, call id, arguments) whether or not it has a key.
+    ref: str
 
 
 def _meta(params: types.CallToolRequestParams) -> dict[str, Any]:
@@ -109,10 +113,11 @@ class ToolCalls:
         self._deps = deps
         self._pool = pool
         self._versions = dict(pair.split(":", 1) for pair in deps.settings.mcp_tool_versions if ":" in pair)
+        retention = deps.settings.idempotency_retention_s
         #: Grants used by an attempt, by (tenant, subject, key): a retry of the attempt shows it again.
-        self._grants: TTLCache[tuple[str, str, str], tuple[str, str]] = TTLCache(
-            _GRANTS_KEPT, ttl=deps.settings.idempotency_retention_s
-        )
+        self._grants: TTLCache[tuple[str, str, str], tuple[str, str]] = TTLCache(_KEPT, ttl=retention)
+        #: The approval opened for a call, by (tenant, subject, call ref): its retry looks it up.
+        self._opened: TTLCache[tuple[str, str, str], str] = TTLCache(_KEPT, ttl=retention)
 
     # --- resolving the call ---------------------------------------------------------------
 
@@ -130,24 +135,22 @@ class ToolCalls:
             raise ValidationFailed(
                 "toolgate/toolCallId must be a string and toolgate/context an object", http_status=400
             )
+        ref = derived_key(caller.subject, tool.name, version, call_id, arguments)
         explicit = meta.get(IDEMPOTENCY_KEY_META)
         if explicit is not None:
             key: str | None = validate_key(explicit) if isinstance(explicit, str) else validate_key("")
         else:
-            key = self._key_for(caller, tool, version, call_id, arguments)
-        return ToolCall(tool, version, arguments, call_id, context, key)
+            key = ref if self._needs_key(tool, version, arguments) else None
+        return ToolCall(tool, version, arguments, call_id, context, key, ref)
 
-    def _key_for(
-        self, caller: Caller, tool: UpstreamTool, version: str, call_id: str | None, arguments: dict[str, Any]
-    ) -> str | None:
+    def _needs_key(self, tool: UpstreamTool, version: str, arguments: dict[str, Any]) -> bool:
+        """Whether the gateway derives a key: not for a read-only tool, nor when the pipeline
+        takes the key from the arguments (the contract's key field)."""
         contract = self._deps.contracts.get(tool.name, version)
         if contract is not None:
             field = contract.meta.idempotency_key_field
-            if not contract.meta.mutating or (field and arguments.get(field) is not None):
-                return None  # read-only, or the pipeline takes the key from the arguments
-        elif tool.definition.annotations.read_only:
-            return None
-        return derived_key(caller.subject, tool.name, version, call_id, arguments)
+            return contract.meta.mutating and not (field and arguments.get(field) is not None)
+        return not tool.definition.annotations.read_only
 
     # --- deciding ----------------------------------------------------------------------------
 
@@ -178,7 +181,7 @@ class ToolCalls:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name[:128]}")
         try:
             call = self._resolve(caller, tool, params)
-            response = await self._decide(caller, call, self._kept_grant(caller, call))
+            response = await self._decide(caller, call, await self._presented(caller, call, params))
             if response.decision == "user-approval":
                 approved = await self._approval(ctx, caller, call, response, params)
                 if not isinstance(approved, DecideResponse):
@@ -192,11 +195,32 @@ class ToolCalls:
             return results.approval_pending(response)
         return await self._execute(caller, call, response)
 
-    def _kept_grant(self, caller: Caller, call: ToolCall) -> dict[str, str] | None:
-        if call.key is None:
+    async def _presented(
+        self, caller: Caller, call: ToolCall, params: types.CallToolRequestParams
+    ) -> dict[str, str] | None:
+        """The approval this call presents: the grant its attempt used before (a retry of it);
+        else the approval named in ``_meta["toolgate/approval"]`` or opened for the same call
+        earlier, once answered (its grant, or for a denial its id alone)."""
+        subject = caller.subject
+        if call.key is not None:
+            kept = self._grants.get((subject.tenant, subject.id, call.key))
+            if kept is not None:
+                return {"approval_id": kept[0], "grant": kept[1]}
+        named = _meta(params).get(APPROVAL_META)
+        approval_id = named.get("approval_id") if isinstance(named, dict) else None
+        if not isinstance(approval_id, str):
+            approval_id = self._opened.get((subject.tenant, subject.id, call.ref))
+        if approval_id is None:
             return None
-        kept = self._grants.get((caller.subject.tenant, caller.subject.id, call.key))
-        return {"approval_id": kept[0], "grant": kept[1]} if kept else None
+        approval, grant = await anyio.to_thread.run_sync(self._deps.approvals.show, subject, approval_id)
+        if approval.state == "approved" and grant is not None:
+            self._keep(caller, call, approval_id, grant)
+            return {"approval_id": approval_id, "grant": grant}
+        return {"approval_id": approval_id} if approval.state == "denied" else None
+
+    def _keep(self, caller: Caller, call: ToolCall, approval_id: str, grant: str) -> None:
+        if call.key is not None:
+            self._grants[(caller.subject.tenant, caller.subject.id, call.key)] = (approval_id, grant)
 
     # --- approvals ---------------------------------------------------------------------------
 
@@ -208,6 +232,7 @@ class ToolCalls:
         assert response.approval is not None
         approval_id = response.approval.approval_id
         subject = caller.subject
+        self._opened[(subject.tenant, subject.id, call.ref)] = approval_id
         approval, grant = await anyio.to_thread.run_sync(self._deps.approvals.show, subject, approval_id)
         if approval.state in ("approved", "denied"):
             return await self._with_answer(caller, call, approval_id, grant)
@@ -240,8 +265,8 @@ class ToolCalls:
         """Decide again presenting the answered approval (its grant, or for a denial none: the
         pipeline then denies with the approver's reason). Keeps the grant for retries."""
         presented = {"approval_id": approval_id, **({"grant": grant} if grant else {})}
-        if grant and call.key is not None:
-            self._grants[(caller.subject.tenant, caller.subject.id, call.key)] = (approval_id, grant)
+        if grant:
+            self._keep(caller, call, approval_id, grant)
         return await self._decide(caller, call, presented)
 
     async def _ask(

@@ -6,7 +6,7 @@
 #
 # `data.toolgate.decision`: deny > user-approval > allow. The capability denials, plus rules on
 # the call's input: a note may not mention a password; a transfer over the threshold needs the
-# approval of an approver (or of the account holder herself).
+# approval of an approver (or of the account holder herself); private documents may not be read.
 package toolgate
 
 import rego.v1
@@ -50,6 +50,13 @@ deny contains "notes must not hold passwords" if {
 }
 
 deny contains "the approver rejected this call" if input.approval.approved == false
+
+# AuthZEN requests about documents (resource type "document"): private ones may not be read.
+deny contains sprintf("document %s is private", [input.call.input.resource.id]) if {
+	input.tool.name in {"read", "can_read"}
+	input.call.input.resource.type == "document"
+	input.call.input.resource.id in data.documents.private
+}
 
 approval_required contains sprintf("transfers over %d need approval", [data.transfers.approval_over]) if {
 	input.tool.name == "transfer"
