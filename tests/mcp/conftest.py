@@ -81,9 +81,11 @@ class Gateway:
     @asynccontextmanager
     async def client(self, token: str, **options: Any):
         """A real SDK client session against the gateway, with ``token`` as its bearer."""
-        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
-            async with Client(streamable_http_client(self.url, http_client=http), cache=None, **options) as client:
-                yield client
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
+            Client(streamable_http_client(self.url, http_client=http), cache=None, **options) as client,
+        ):
+            yield client
 
     def executions(self) -> list[dict[str, Any]]:
         """Every call the upstream executed, in order."""
