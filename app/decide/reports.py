@@ -57,7 +57,7 @@ def record_complete(
     reasons: list[str] = []
 
     def act() -> Report:
-        outcome = deps.idempotency.complete(Scope(subject.tenant, key), subject.id, result, token=token)
+        outcome = deps.idempotency.complete(Scope(subject.tenant, subject.id, key), subject.id, result, token=token)
         reasons.append(f"execution {outcome.state}")
         return outcome
 
@@ -73,7 +73,7 @@ def record_failure(
     reasons: list[str] = [reason]
 
     def act() -> Report:
-        outcome = deps.idempotency.fail(Scope(subject.tenant, key), subject.id, retryable=retryable, reason=reason, token=token)
+        outcome = deps.idempotency.fail(Scope(subject.tenant, subject.id, key), subject.id, retryable=retryable, reason=reason, token=token)
         reasons.append(f"execution {outcome.state}")
         return outcome
 
