@@ -137,7 +137,7 @@ def test_unknown_members_are_ignored(client) -> None:
 
 def test_a_request_without_a_token_is_unauthorized(client) -> None:
     response = client.post("/access/v1/evaluation", json=EVALUATION)
-    assert response.status_code == 401 and response.headers["WWW-Authenticate"] == 'Bearer error="invalid_token"'
+    assert response.status_code == 401 and response.headers["WWW-Authenticate"].startswith("Bearer ")
 
 
 def test_the_pdp_metadata_names_the_endpoints(client, make_app) -> None:

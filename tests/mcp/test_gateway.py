@@ -205,7 +205,7 @@ async def test_requests_without_a_valid_bearer_token_are_refused(gateway: Gatewa
         for headers in ({}, {"Authorization": "Bearer not-a-jwt"}):
             response = await http.post(gateway.url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=headers)
             assert response.status_code == 401
-            assert response.headers["www-authenticate"] == 'Bearer error="invalid_token"'
+            assert response.headers["www-authenticate"].startswith("Bearer ")
             assert response.json()["error"]["code"] == "UNAUTHENTICATED"
 
 
