@@ -10,6 +10,7 @@ import pytest
 from tests.support.calls import auth, decide_body
 from tests.support.errors import assert_error
 
+
 def _support_agent() -> dict[str, str]:
     """A fresh token per request: a token minted at import would expire in a long suite."""
     return auth(roles=["support_agent"])
