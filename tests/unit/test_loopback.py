@@ -88,7 +88,7 @@ def test_redis_on_a_given_port_that_is_taken_fails_with_address_in_use(tmp_path:
 
 def test_the_gateway_moves_to_a_fresh_port_when_the_master_refuses_a_taken_one(tmp_path: Path, redis_server):
     gateway = GatewayProcess(
-        {"TOOLGATE_REDIS_URL": redis_server.url, "TOOLGATE_AUDIT_DSN": str(tmp_path / "decisions.sqlite")}, workers=2
+        {"TOOLGATE_REDIS_URL": redis_server.url, "TOOLGATE_AUDIT_DSN": str(tmp_path / "decisions.sqlite")}, workers=1
     )
     taken = gateway.port
     with listener_on(taken):
@@ -96,7 +96,7 @@ def test_the_gateway_moves_to_a_fresh_port_when_the_master_refuses_a_taken_one(t
     try:
         assert gateway.port != taken
         workers = gateway.worker_pids()
-        assert len(workers) == 2 and all(listens_on(pid, gateway.port) for pid in workers)
+        assert len(workers) == 1 and listens_on(workers[0], gateway.port)
         assert requests.get(gateway.url + "/healthz", timeout=5).status_code == 200
     finally:
         gateway.stop()
