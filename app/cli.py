@@ -5,7 +5,8 @@
     toolgate replay FILE.jsonl --url URL [--sub S --tenant T --role R] [--json]
     toolgate policy test [DIR]
     toolgate idempotency resolve --tenant T --key K --as completed|released
-    toolgate audit query|export|verify|purge ...   (app.audit.commands)
+    toolgate audit query|export|verify|purge|checkpoint ...   (app.audit.commands)
+    toolgate receipt verify [FILE] --keys FILE|URL           (app.receipts.commands)
 
 Exit codes: 0 success, 1 a check failed (policy tests, replay errors), 2 usage or settings error.
 """
@@ -150,8 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
     resolve.set_defaults(func=_idempotency_resolve)
 
     from app.audit.commands import add_audit_commands
+    from app.receipts.commands import add_receipt_commands
 
     add_audit_commands(sub)
+    add_receipt_commands(sub)
     return parser
 
 

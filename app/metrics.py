@@ -25,6 +25,8 @@ Metrics (all counters end in ``_total``):
   (approved, rejected), ``toolgate_grants_rejected_total{reason}``.
 - ``toolgate_jwks_fetches_total{outcome}`` (ok, error).
 - ``toolgate_decision_log_failures_total``: decision records that could not be written.
+- ``toolgate_audit_checkpoints_total{kind,outcome}``: signed checkpoint statements written
+  (kind register, checkpoint; outcome ok, error: a sink failed, tried again at the next flush).
 """
 
 from __future__ import annotations
@@ -75,6 +77,9 @@ GRANTS_REJECTED = Counter("toolgate_grants_rejected_total", "Approval grants ref
 JWKS_FETCHES = Counter("toolgate_jwks_fetches_total", "JWKS fetches by outcome: ok, error.", ["outcome"])
 DECISION_LOG_FAILURES = Counter(
     "toolgate_decision_log_failures_total", "Decision records that could not be written (the call failed with 503)."
+)
+AUDIT_CHECKPOINTS = Counter(
+    "toolgate_audit_checkpoints_total", "Signed decision-log checkpoint statements written.", ["kind", "outcome"]
 )
 
 
