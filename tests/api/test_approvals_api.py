@@ -150,7 +150,7 @@ def test_denied_approval_makes_the_next_decide_deny_with_the_approvers_reason(cl
 def test_the_answer_is_recorded_in_the_decision_log(app, client):
     approval_id = request_approval(client, payment(1500))
     answered = answer(client, approval_id).get_json()
-    log = app.extensions["toolgate"].decision_log
+    log = app.extensions["toolgate"].decision_reader
     record = log.get(answered["approval"]["answer"]["decision_id"], tenant="acme")
     assert (record.event, record.approval_id, record.approver_id, record.decision) == (
         "approval_answer", approval_id, "u-approver", "allow"
