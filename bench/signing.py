@@ -127,8 +127,8 @@ def part_costs(workdir: Path, *, n: int) -> dict[str, float]:
     receipt_us = _mean_us(lambda: signer.sign(claims), n)
 
     store = open_decision_log(str(workdir / "parts.sqlite"), sqlite_synchronous="NORMAL")
+    store.append(AuditEvent(event="decide", tenant="acme", request_id="r", decision="allow"))
     event = AuditEvent(event="decide", tenant="acme", request_id="r", decision="allow")
-    store.append(event)
     record = store.append(event)  # seq 2: noting it writes nothing (only a chain's first record is registered at once)
     sink = FileSink(workdir / "parts.checkpoints.jsonl")
 

@@ -53,7 +53,7 @@ from app.audit.export import write_records
 from app.audit.interfaces import DecisionStore
 from app.audit.queries import DecisionQuery
 from app.audit.records import ChainHead, hash_idempotency_key
-from app.audit.sinks import CheckpointSinkError, RedisStreamSink, SinkLine, read_file
+from app.audit.sinks import CheckpointSinkError, FileSink, RedisStreamSink, SinkLine, read_file
 from app.audit.sql_base import StoreMissing
 from app.audit.stores import checkpoint_key, open_from_settings
 from app.errors import ToolgateError, ValidationFailed
@@ -66,6 +66,14 @@ from app.vocabulary import DECISIONS, EVENT_TYPES
 
 class _UsageError(Exception):
     """A command cannot run as asked (exit 2); the message is shown as is."""
+
+
+def _shown(path: Path) -> Path:
+    """``path`` as the operator reads it best: relative to the current folder when inside it."""
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve())
+    except ValueError:
+        return path
 
 
 def parse_when(text: str) -> dt.datetime:
@@ -201,7 +209,7 @@ def _checkpoint_lines(files: list[str] | None, stream: bool, settings: Settings,
     """The statement lines of ``files`` (default: the configured checkpoint file, which may not
     exist yet) and, with ``stream``, of the configured Redis stream."""
     lines: list[SinkLine] = []
-    for path in [Path(p) for p in files] if files else [settings.checkpoint_path]:
+    for path in [Path(p) for p in files] if files else [_shown(settings.checkpoint_path)]:
         if not path.is_file():
             if files:
                 raise _UsageError(f"no checkpoint file at {path}")
@@ -236,13 +244,14 @@ def _signed_checkpoints(
     of ``keys_source`` (see ``_verify_keys``). Raises ``_ChecksRefused`` for a statement that
     does not verify and for statements of another decision log."""
     keys, origin = _verify_keys(keys_source, settings)
+    print(f"note: checkpoint keys: {printable(origin)}", file=sys.stderr)
     notes: list[str] = []
     lines = _checkpoint_lines(files, stream, settings, notes)
     try:
         signed = read_checkpoints(lines, keys, store.log_id())
     except CheckpointLogInvalid as exc:
         raise _ChecksRefused(f"checkpoint log not trusted: {printable(str(exc))}") from None
-    for note in [f"checkpoint keys: {origin}", *notes, *signed.notes]:
+    for note in [*notes, *signed.notes]:
         print(f"note: {printable(note)}", file=sys.stderr)
     if signed.other_logs:
         others = ", ".join(f"{log} ({count} statements)" for log, count in sorted(signed.other_logs.items()))
@@ -322,7 +331,7 @@ def _do_checkpoint_write(args, settings, store) -> int:
     except CheckpointSinkError as exc:
         print(f"toolgate audit checkpoint write: {printable(str(exc))}", file=sys.stderr)
         return 1
-    where = ", ".join(sink.name for sink in writer.sinks)
+    where = ", ".join(str(_shown(sink.path)) if isinstance(sink, FileSink) else sink.name for sink in writer.sinks)
     registered = f"; registered {len(unregistered)}: {', '.join(printable(h.tenant) for h in unregistered)}" if unregistered else ""
     print(f"signed a checkpoint of {len(heads)} chains to {where}{registered}")
     return 0
