@@ -9,10 +9,13 @@ three gateways decide the same call:
   record; the clock thread signs and fsyncs once per interval);
 - ``checkpoints+receipts``: also an Ed25519 receipt in every response.
 
-Rounds alternate between the three so that drift hits them alike; each figure is the median
-over rounds of the mean µs per call. Also timed alone: signing one receipt, noting one record
-(``CheckpointingLog.append`` around a store whose ``append`` returns at once), and writing one signed statement
-to the checkpoint file (sign + write + fsync: once per interval per worker, off the decide path).
+All three run with the same production settings but for the keys. Rounds alternate between
+the three, each leading in turn, so that drift hits them alike; each figure is the median
+over rounds of the mean µs per call, and each ratio the median over rounds of that round's
+figure over the same round's ``plain`` figure. Also timed alone: signing one receipt, noting
+one record (``CheckpointingLog.append`` around a store whose ``append`` returns at once), and
+writing one signed statement to the checkpoint file (sign + write + fsync: once per interval
+per worker, off the decide path).
 Loopback only; never part of the tests.
 """
 
@@ -43,21 +46,24 @@ def _app(workdir: Path, config: str, sync: str, engine: Any) -> Any:
 
     folder = workdir / config
     folder.mkdir()
+    # Production settings for all three (the same verifier, logging and defaults); production
+    # writes checkpoints only with a configured key, so "plain" has none.
     values: dict[str, Any] = {
-        "env": "development",
+        "env": "production",
+        "jwt_hs256_secret": "b" * 48,
+        "jwt_issuer": "https://bench.local",
+        "jwt_audience": "bench",
+        "audit_key_hash_secret": "k" * 48,
         "policy_dir": PROJECT_ROOT / "policies",
         "contracts_dir": PROJECT_ROOT / "contracts",
         "audit_dsn": str(folder / "decisions.sqlite"),
         "audit_sqlite_synchronous": sync,
         "log_level": "ERROR",
     }
-    if config == "plain":
-        values["env"] = "production"  # no checkpoint key in production: no checkpoints
-        values.update(jwt_hs256_secret="b" * 48, jwt_issuer="https://bench.local", jwt_audience="bench",
-                      audit_key_hash_secret="k" * 48)
-    if config == "checkpoints+receipts":
-        (folder / "receipt.pem").write_bytes(private_key_pem(Ed25519PrivateKey.generate()))
-        values["receipt_key_files"] = [str(folder / "receipt.pem")]
+    for kind in ("checkpoint", "receipt"):
+        if kind in config:
+            (folder / f"{kind}.pem").write_bytes(private_key_pem(Ed25519PrivateKey.generate()))
+            values[f"{kind}_key_files"] = [str(folder / f"{kind}.pem")]
     settings = Settings(**values)
     return create_app(settings, build_deps(settings, engine=engine))
 
@@ -91,8 +97,8 @@ def _mean_us(fn: Callable[[], Any], n: int) -> float:
     return (time.perf_counter() - start) / n * 1e6
 
 
-def decide_costs(workdir: Path, *, rounds: int, calls: int, sync: str) -> dict[str, float]:
-    """Median over ``rounds`` of the mean µs of one decide call, per configuration."""
+def decide_costs(workdir: Path, *, rounds: int, calls: int, sync: str) -> dict[str, list[float]]:
+    """The mean µs of one decide call in each of ``rounds`` rounds, per configuration."""
     from app.engine import build_engine
     from app.settings import Settings
 
@@ -103,10 +109,11 @@ def decide_costs(workdir: Path, *, rounds: int, calls: int, sync: str) -> dict[s
         for _ in range(50):
             call()
     samples: dict[str, list[float]] = {config: [] for config in CONFIGS}
-    for _ in range(rounds):
-        for config, call in callers.items():
-            samples[config].append(_mean_us(call, calls))
-    return {config: statistics.median(values) for config, values in samples.items()}
+    for number in range(rounds):
+        order = CONFIGS[number % 3 :] + CONFIGS[: number % 3]  # each configuration leads in turn
+        for config in order:
+            samples[config].append(_mean_us(callers[config], calls))
+    return samples
 
 
 def part_costs(workdir: Path, *, n: int) -> dict[str, float]:
@@ -161,12 +168,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="toolgate-bench-signing-") as tmp:
         workdir = Path(tmp)
-        decide = decide_costs(workdir, rounds=args.rounds, calls=args.calls, sync=args.audit_synchronous)
+        samples = decide_costs(workdir, rounds=args.rounds, calls=args.calls, sync=args.audit_synchronous)
         parts = part_costs(workdir, n=5000)
-    plain = decide["plain"]
+    decide = {config: statistics.median(values) for config, values in samples.items()}
+    # The ratio of each round to the plain figure of the same round, then the median: what
+    # drift of the shared machine does to one round it does to all three configurations.
+    paired = {config: statistics.median(v / p for v, p in zip(values, samples["plain"], strict=True))
+              for config, values in samples.items()}
     results = {
         "decide_us": decide,
-        "ratio_to_plain": {config: value / plain for config, value in decide.items()},
+        "ratio_to_plain": paired,
+        "samples_us": samples,
         **parts,
         "rounds": args.rounds, "calls": args.calls, "audit_synchronous": args.audit_synchronous,
     }

@@ -23,8 +23,10 @@ class Deps:
     """The collaborators of one worker. ``decision_log`` and ``decision_reader`` are usually one
     store implementing both interfaces (DESIGN §6), the writer wrapped in signed checkpoints
     (``app.audit.checkpoints.CheckpointingLog``); ``recorder`` appends through
-    ``decision_log``. ``receipts`` signs the receipt of each decide response (None: no
-    receipts); ``published_keys`` is the document of ``/.well-known/toolgate-keys``
+    ``decision_log``. ``capability_engine`` is an engine of the same kind and policies that
+    queries the capability document (``capability_path``) instead of the decision.
+    ``receipts`` signs the receipt of each decide response (None: no receipts);
+    ``published_keys`` is the document of ``/.well-known/toolgate-keys``
     (``app.receipts.keys.key_document``)."""
 
     settings: Settings
@@ -37,6 +39,7 @@ class Deps:
     decision_log: DecisionLog
     decision_reader: DecisionLogReader
     recorder: Recorder
+    capability_engine: PolicyEngine
     receipts: ReceiptSigner | None = None
     published_keys: dict[str, list[dict[str, str]]] = field(default_factory=lambda: {"keys": [], "checkpoint_keys": []})
 

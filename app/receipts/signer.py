@@ -1,6 +1,6 @@
 """Signing decision receipts: a compact JWS (RFC 7515) with EdDSA over Ed25519 (RFC 8037),
 made by PyJWT. Header ``{"alg": "EdDSA", "kid": <signing key id>, "typ": "toolgate-receipt+jwt"}``;
-payload ``ReceiptClaims``. About 50 µs a receipt on one core."""
+payload ``ReceiptClaims``. About 60 µs a receipt (docs/performance.md)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,21 @@ from __future__ import annotations
 
 from flask import Flask
 
-from app.web import approvals, decide, decisions, errors, executions, health, keys, metrics, openapi, requests, tools
+from app.web import (
+    approvals,
+    authzen,
+    capabilities,
+    decide,
+    decisions,
+    errors,
+    executions,
+    health,
+    keys,
+    metrics,
+    openapi,
+    requests,
+    tools,
+)
 
 
 def register(app: Flask) -> None:
@@ -12,5 +26,5 @@ def register(app: Flask) -> None:
     requests.register(app)
     errors.register(app)
     for blueprint in (decide.bp, tools.bp, health.bp, openapi.bp, metrics.bp, executions.bp, approvals.bp,
-                      decisions.bp, keys.bp):
+                      decisions.bp, capabilities.bp, authzen.bp, keys.bp):
         app.register_blueprint(blueprint)
