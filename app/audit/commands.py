@@ -65,7 +65,7 @@ from app.vocabulary import DECISIONS, EVENT_TYPES
 
 
 class _UsageError(Exception):
-    """A command cannot run as asked (exit 2); the message is shown as is."""
+    """A command cannot run as asked (exit 2); the message is escaped when it is printed."""
 
 
 def _shown(path: Path) -> Path:
@@ -123,7 +123,7 @@ def _known_tenants(store: DecisionStore, tenants: list[str], *, registered: Iter
     known = set(store.tenants()) | set(registered)
     unknown = [tenant for tenant in tenants if tenant not in known]
     if unknown:
-        names = ", ".join(repr(printable(tenant)) for tenant in unknown)
+        names = ", ".join(f"'{tenant}'" for tenant in unknown)  # escaped where it is printed
         raise _UsageError(f"unknown tenant {names}: the decision log has no chain for it")
 
 
