@@ -42,10 +42,19 @@ class DecideRequest(BaseModel):
 
     ``tool`` must match ``^[A-Za-z][A-Za-z0-9_.-]{0,127}$``; ``version`` defaults to ``"1"``;
     ``input`` is the tool's arguments object (validated against the tool contract);
-    ``context`` is caller-supplied and untrusted.
+    ``context`` is caller-supplied and untrusted. A dry run presents no approval (the published
+    schema says so with a ``not``).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "not": {
+                "required": ["dry_run", "approval"],
+                "properties": {"dry_run": {"const": True}, "approval": {"type": "object"}},
+            }
+        },
+    )
 
     tool: str = Field(pattern=TOOL_NAME_PATTERN, description="Tool name, exact contract name.")
     version: str = Field(default="1", pattern=VERSION_PATTERN, description="Contract version.")
