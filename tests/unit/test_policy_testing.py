@@ -94,7 +94,7 @@ def test_load_bundle_with_tests_loads_test_files(engine):
 
 
 def test_broken_test_is_reported_as_failed(policy_copy: Path):
-    target = policy_copy / "tools" / "payments_test.rego"
+    target = policy_copy / "tools" / "payments" / "payments_test.rego"
     target.write_text(target.read_text() + "\ntest_this_one_fails if {\n\tfalse\n}\n")
     report = run_policy_tests(policy_copy)
     failed = [r for r in report.results if r.outcome == "fail"]
@@ -102,7 +102,7 @@ def test_broken_test_is_reported_as_failed(policy_copy: Path):
     assert failed[0].message == "result is undefined"
     assert not report.ok
     text = report.format_text()
-    assert "FAIL tools.payments_test.test_this_one_fails (tools/payments_test.rego:" in text
+    assert "FAIL tools.payments_test.test_this_one_fails (tools/payments/payments_test.rego:" in text
     assert text.splitlines()[-1] == f"policy tests: {report.passed} passed, 1 failed"
 
 
