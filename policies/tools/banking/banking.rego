@@ -1,22 +1,47 @@
-# Banking: the 11 AgentDojo banking tools (contracts/agentdojo-banking/).
-#
-# Per-tenant data in data.banking.tenants[<tenant>]: own_iban, known_recipients (IBANs the
-# account has paid before) and auto_approve_limit (largest amount sent without approval;
-# data.banking.default_auto_approve_limit for tenants without one).
-#
-# - Read-only tools and update_user_info: allow.
-# - send_money / schedule_transaction: allow to a known recipient up to the limit; an unknown
-#   recipient or a larger amount needs the account holder's approval (benign tasks pay IBANs
-#   read from a bill, so unknown is not deny); an amount <= 0 is denied.
-# - update_scheduled_transaction: a new recipient that is not known or a new amount above the
-#   limit needs approval (as for send_money: raising a standing order moves money too); an
-#   amount <= 0 is denied; anything else is allowed.
-# - update_password: always needs the account holder's confirmation.
+# METADATA
+# title: Banking
+# description: |
+#   The 11 AgentDojo banking tools (contracts/agentdojo-banking/). Tenant data
+#   (data.tenants[<tenant>]): counterparties.payees (recipients the account has paid before),
+#   counterparties.own_accounts and limits.transfer_auto_approve_amount (largest amount sent
+#   without approval; default_auto_approve_amount for tenants without one).
+#   - Read-only tools and update_user_info: allow.
+#   - send_money / schedule_transaction: allow to a known recipient up to the limit; an
+#     unknown recipient or a larger amount needs the account holder's approval (benign tasks
+#     pay IBANs read from a bill, so unknown is not deny); an amount <= 0 is denied; a
+#     recipient that imitates a known one with lookalike characters is denied.
+#   - update_scheduled_transaction: a new recipient that is not known or a new amount above
+#     the limit needs approval; an amount <= 0 or a lookalike recipient is denied; anything
+#     else is allowed.
+#   - update_password: always needs the account holder's confirmation.
+# custom:
+#   governs:
+#     - name: get_iban
+#       versions: ["1"]
+#     - name: get_balance
+#       versions: ["1"]
+#     - name: get_most_recent_transactions
+#       versions: ["1"]
+#     - name: get_scheduled_transactions
+#       versions: ["1"]
+#     - name: read_file
+#       versions: ["1"]
+#     - name: get_user_info
+#       versions: ["1"]
+#     - name: update_user_info
+#       versions: ["1"]
+#     - name: send_money
+#       versions: ["1"]
+#     - name: schedule_transaction
+#       versions: ["1"]
+#     - name: update_scheduled_transaction
+#       versions: ["1"]
+#     - name: update_password
+#       versions: ["1"]
+#   approver_roles: [account_holder]
 package tools.banking
 
-import rego.v1
-
-approver_roles := ["account_holder"]
+import data.toolgate.lib
 
 read_only_tools := {
 	"get_iban",
@@ -29,126 +54,151 @@ read_only_tools := {
 
 transfer_tools := {"send_money", "schedule_transaction"}
 
-call_of(name) if {
-	input.tool.registered == true
-	input.tool.name == name
-	input.tool.version == "1"
-}
+governs["get_iban"] := {"versions": ["1"]}
 
-args := input.call.input
+governs["get_balance"] := {"versions": ["1"]}
 
-tenant := data.banking.tenants[input.subject.tenant] if {
-	is_object(data.banking.tenants[input.subject.tenant])
-} else := {}
+governs["get_most_recent_transactions"] := {"versions": ["1"]}
 
-auto_approve_limit := tenant.auto_approve_limit if {
-	is_number(tenant.auto_approve_limit)
-} else := data.banking.default_auto_approve_limit if {
-	is_number(data.banking.default_auto_approve_limit)
-} else := 0
+governs["get_scheduled_transactions"] := {"versions": ["1"]}
 
-normalize_iban(iban) := upper(replace(iban, " ", ""))
+governs["read_file"] := {"versions": ["1"]}
 
-known_ibans contains normalize_iban(iban) if {
-	some iban in object.get(tenant, "known_recipients", [])
-	is_string(iban)
-}
+governs["get_user_info"] := {"versions": ["1"]}
 
-known_ibans contains normalize_iban(tenant.own_iban) if is_string(tenant.own_iban)
+governs["update_user_info"] := {"versions": ["1"]}
 
-known_recipient(iban) if {
-	is_string(iban)
-	normalize_iban(iban) in known_ibans
-}
+governs["send_money"] := {"versions": ["1"]}
 
-positive(amount) if {
+governs["schedule_transaction"] := {"versions": ["1"]}
+
+governs["update_scheduled_transaction"] := {"versions": ["1"]}
+
+governs["update_password"] := {"versions": ["1"]}
+
+approver_roles := ["account_holder"]
+
+# Rule bodies test input.tool.name against constants first: OPA indexes such conditions, so a
+# call evaluates the rules of its own tool only. Values read more than once are rules, which
+# OPA evaluates once per query.
+
+amount := object.get(lib.args, "amount", null)
+
+recipient := object.get(lib.args, "recipient", null)
+
+amount_positive if {
 	is_number(amount)
 	amount > 0
 }
 
-over_limit(amount) if {
-	positive(amount)
+# Largest amount sent without approval for tenants without limits.transfer_auto_approve_amount.
+default_auto_approve_amount := 0
+
+auto_approve_limit := lib.tenant_limit("transfer_auto_approve_amount", default_auto_approve_amount)
+
+over_limit if {
+	amount_positive
 	amount > auto_approve_limit
 }
 
 over_limit_reason := sprintf("amount over %v needs the account holder's approval", [auto_approve_limit])
 
-transfer_call if {
-	some name in transfer_tools
-	call_of(name)
+# A recipient is known when it is one of the tenant's payees or own accounts, compared as an
+# ASCII identifier (lib.identifier_key): "ſE35..." or a Cyrillic lookalike never matches.
+recipient_key := lib.identifier_key(recipient)
+
+recipient_known if recipient_key in lib.tenant.counterparties.payees
+
+recipient_known if recipient_key in lib.tenant.counterparties.own_accounts
+
+# A recipient that is not ASCII but reads as a known payee or own account.
+recipient_lookalike if {
+	not recipient_key
+	some kind in ["payees", "own_accounts"]
+	lib.counterparty_lookalike(kind, recipient)
 }
 
 # --- read-only and profile -----------------------------------------------------------------
 
-allow if {
-	some name in read_only_tools
-	call_of(name)
+allow contains {"rule": "read_only", "message": "a read-only banking tool"} if input.tool.name in read_only_tools
+
+allow contains {"rule": "profile_update", "message": "a change of the account holder's profile"} if {
+	input.tool.name == "update_user_info"
 }
 
-allow if call_of("update_user_info")
+# --- send_money / schedule_transaction -----------------------------------------------------
 
-# --- transfers -----------------------------------------------------------------------------
-
-deny contains "transfer amount must be a positive number" if {
-	transfer_call
-	not positive(args.amount)
+deny contains {"rule": "amount_not_positive", "message": "transfer amount must be a positive number"} if {
+	input.tool.name in transfer_tools
+	not amount_positive
 }
 
-approval_required contains "recipient is not a known payee" if {
-	transfer_call
-	not known_recipient(args.recipient)
+deny contains {"rule": "recipient_lookalike", "message": "recipient imitates a known payee with lookalike characters"} if {
+	input.tool.name in transfer_tools
+	recipient_lookalike
 }
 
-approval_required contains over_limit_reason if {
-	transfer_call
-	over_limit(args.amount)
+approval_required contains {"rule": "recipient_unknown", "message": "recipient is not a known payee"} if {
+	input.tool.name in transfer_tools
+	not recipient_known
 }
 
-allow if {
-	transfer_call
-	known_recipient(args.recipient)
-	positive(args.amount)
-	args.amount <= auto_approve_limit
+approval_required contains {"rule": "amount_over_limit", "message": over_limit_reason} if {
+	input.tool.name in transfer_tools
+	over_limit
 }
 
-# --- scheduled transaction updates ---------------------------------------------------------
+allow contains {"rule": "known_recipient_within_limit", "message": "a transfer to a known payee within the limit"} if {
+	input.tool.name in transfer_tools
+	recipient_known
+	amount_positive
+	not over_limit
+}
+
+# --- update_scheduled_transaction (recipient and amount optional: null when unchanged) -----
 
 new_recipient_unknown if {
-	args.recipient != null
-	not known_recipient(args.recipient)
+	recipient != null
+	not recipient_known
 }
 
 new_amount_invalid if {
-	args.amount != null
-	not positive(args.amount)
+	amount != null
+	not amount_positive
 }
 
-new_amount_over_limit if over_limit(args.amount)
-
-deny contains "transfer amount must be a positive number" if {
-	call_of("update_scheduled_transaction")
+deny contains {"rule": "new_amount_not_positive", "message": "transfer amount must be a positive number"} if {
+	input.tool.name == "update_scheduled_transaction"
 	new_amount_invalid
 }
 
-approval_required contains "new recipient is not a known payee" if {
-	call_of("update_scheduled_transaction")
+deny contains {"rule": "new_recipient_lookalike", "message": "recipient imitates a known payee with lookalike characters"} if {
+	input.tool.name == "update_scheduled_transaction"
+	recipient_lookalike
+}
+
+approval_required contains {"rule": "new_recipient_unknown", "message": "new recipient is not a known payee"} if {
+	input.tool.name == "update_scheduled_transaction"
 	new_recipient_unknown
 }
 
-approval_required contains over_limit_reason if {
-	call_of("update_scheduled_transaction")
-	new_amount_over_limit
+approval_required contains {"rule": "new_amount_over_limit", "message": over_limit_reason} if {
+	input.tool.name == "update_scheduled_transaction"
+	over_limit
 }
 
-allow if {
-	call_of("update_scheduled_transaction")
+allow contains {"rule": "update_within_limits", "message": "an update to a known payee and within the limit"} if {
+	input.tool.name == "update_scheduled_transaction"
 	not new_recipient_unknown
 	not new_amount_invalid
-	not new_amount_over_limit
+	not over_limit
 }
 
 # --- credentials ---------------------------------------------------------------------------
 
-approval_required contains "password change needs the account holder's confirmation" if {
-	call_of("update_password")
+approval_required contains {
+	"rule": "password_change",
+	"message": "password change needs the account holder's confirmation",
+} if {
+	input.tool.name == "update_password"
 }

@@ -1,15 +1,16 @@
-# Commands: runCommand v1 (command string).
-#
-# Only roles granted runCommand in data.roles may run commands (admin), and every command
-# needs a human approval (default approver roles from data.approvals).
+# METADATA
+# title: Commands
+# description: |
+#   runCommand v1 (command string). Only roles granted runCommand in data.roles run
+#   commands (admin), and every command needs a human approval (default approver roles,
+#   data.approvals.default_approver_roles).
+# custom:
+#   governs:
+#     - name: runCommand
+#       versions: ["1"]
+#   approver_roles: default
 package tools.commands
 
-import rego.v1
+governs["runCommand"] := {"versions": ["1"]}
 
-call_of(name) if {
-	input.tool.registered == true
-	input.tool.name == name
-	input.tool.version == "1"
-}
-
-approval_required contains "running a shell command needs approval" if call_of("runCommand")
+approval_required contains {"rule": "shell_command", "message": "running a shell command needs approval"}

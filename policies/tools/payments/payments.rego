@@ -1,44 +1,47 @@
-# Payments: processPayment v1 (amount number, currency ISO 4217, recipient string).
-#
-# Only roles granted processPayment in data.roles may pay (admin). A payment above the
-# approval threshold (data.thresholds.payment_approval_amount, overridable per tenant with
-# data.tenants[<tenant>].payment_approval_amount) needs approval by role `approver`.
+# METADATA
+# title: Payments
+# description: |
+#   processPayment v1 (amount, currency ISO 4217, recipient). Only roles granted
+#   processPayment in data.roles pay (admin). A payment above the approval amount
+#   (default_approval_amount, per tenant limits.payment_approval_amount) needs approval.
+# custom:
+#   governs:
+#     - name: processPayment
+#       versions: ["1"]
+#   approver_roles: [approver]
 package tools.payments
 
-import rego.v1
+import data.toolgate.lib
+
+governs["processPayment"] := {"versions": ["1"]}
 
 approver_roles := ["approver"]
 
-call_of(name) if {
-	input.tool.registered == true
-	input.tool.name == name
-	input.tool.version == "1"
-}
+# Payments above this amount need approval, unless the tenant sets limits.payment_approval_amount.
+default_approval_amount := 1000
 
-approval_threshold := data.tenants[input.subject.tenant].payment_approval_amount if {
-	is_number(data.tenants[input.subject.tenant].payment_approval_amount)
-} else := data.thresholds.payment_approval_amount
+approval_amount := lib.tenant_limit("payment_approval_amount", default_approval_amount)
 
-amount := input.call.input.amount
+amount := object.get(lib.args, "amount", null)
 
-positive_amount if {
+amount_positive if {
 	is_number(amount)
 	amount > 0
 }
 
-deny contains "payment amount must be a positive number" if {
-	call_of("processPayment")
-	not positive_amount
+deny contains {"rule": "amount_not_positive", "message": "payment amount must be a positive number"} if {
+	not amount_positive
 }
 
-approval_required contains sprintf("payment over %v needs approval", [approval_threshold]) if {
-	call_of("processPayment")
-	positive_amount
-	amount > approval_threshold
+approval_required contains {
+	"rule": "amount_over_threshold",
+	"message": sprintf("payment over %v needs approval", [approval_amount]),
+} if {
+	amount_positive
+	amount > approval_amount
 }
 
-allow if {
-	call_of("processPayment")
-	positive_amount
-	amount <= approval_threshold
+allow contains {"rule": "amount_within_threshold", "message": sprintf("a payment of at most %v", [approval_amount])} if {
+	amount_positive
+	amount <= approval_amount
 }

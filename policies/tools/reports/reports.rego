@@ -1,22 +1,26 @@
-# Reports: exportReport v1 (start_date, end_date as YYYY-MM-DD).
-#
-# Allowed for the roles granted it in data.roles (support_agent, admin, auditor) when the range
-# is ordered and at most data.thresholds.export_max_days long (overridable per tenant with
-# data.tenants[<tenant>].export_max_days). Days are computed with integer calendar arithmetic,
-# which, unlike time.parse_ns, cannot raise a builtin error for any year 0000-9999.
+# METADATA
+# title: Reports
+# description: |
+#   exportReport v1 (start_date, end_date as YYYY-MM-DD). Allowed for the roles granted it in
+#   data.roles (support_agent, admin, auditor) when the range is ordered and at most
+#   default_max_days long (per tenant limits.export_max_days). Days are computed with
+#   integer calendar arithmetic, which, unlike time.parse_ns, cannot raise a builtin error
+#   for any year 0000-9999.
+# custom:
+#   governs:
+#     - name: exportReport
+#       versions: ["1"]
+#   approver_roles: default
 package tools.reports
 
-import rego.v1
+import data.toolgate.lib
 
-call_of(name) if {
-	input.tool.registered == true
-	input.tool.name == name
-	input.tool.version == "1"
-}
+governs["exportReport"] := {"versions": ["1"]}
 
-max_days := data.tenants[input.subject.tenant].export_max_days if {
-	is_number(data.tenants[input.subject.tenant].export_max_days)
-} else := data.thresholds.export_max_days
+# The longest range, unless the tenant sets limits.export_max_days.
+default_max_days := 366
+
+max_days := lib.tenant_limit("export_max_days", default_max_days)
 
 # --- calendar ------------------------------------------------------------------------------
 
@@ -67,40 +71,36 @@ date_parts(s) := [y, m, d] if {
 day_number(s) := n if {
 	[y, m, d] := date_parts(s)
 	p := y - 1
-	before_year := ((365 * p) + floor(p / 4)) - floor(p / 100) + floor(p / 400)
+	before_year := (((365 * p) + floor(p / 4)) - floor(p / 100)) + floor(p / 400)
 	n := ((before_year + month_offsets[m - 1]) + leap_day(y, m)) + d
 }
 
 # --- rules ---------------------------------------------------------------------------------
 
-start := input.call.input.start_date
+start := lib.arg("start_date", null)
 
-end := input.call.input.end_date
+end := lib.arg("end_date", null)
 
 span_days := day_number(end) - day_number(start)
 
-deny contains "start_date must be a calendar date YYYY-MM-DD" if {
-	call_of("exportReport")
+deny contains {"rule": "start_date_invalid", "message": "start_date must be a calendar date YYYY-MM-DD"} if {
 	not day_number(start)
 }
 
-deny contains "end_date must be a calendar date YYYY-MM-DD" if {
-	call_of("exportReport")
+deny contains {"rule": "end_date_invalid", "message": "end_date must be a calendar date YYYY-MM-DD"} if {
 	not day_number(end)
 }
 
-deny contains "end_date must not be before start_date" if {
-	call_of("exportReport")
-	span_days < 0
-}
+deny contains {"rule": "range_reversed", "message": "end_date must not be before start_date"} if span_days < 0
 
-deny contains sprintf("report range of %v days is longer than %v days", [span_days, max_days]) if {
-	call_of("exportReport")
+deny contains {
+	"rule": "range_too_long",
+	"message": sprintf("report range of %v days is longer than %v days", [span_days, max_days]),
+} if {
 	span_days > max_days
 }
 
-allow if {
-	call_of("exportReport")
+allow contains {"rule": "range_within_limit", "message": sprintf("a range of at most %v days", [max_days])} if {
 	span_days >= 0
 	span_days <= max_days
 }

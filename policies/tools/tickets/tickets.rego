@@ -1,15 +1,16 @@
-# Tickets: createTicket v1 (title, description, priority low|normal|high, clientMutationId).
-#
-# Who may create tickets is decided by role grants in data.roles (support_agent, admin);
-# the contract already validated the input, so a registered v1 call is allowed.
+# METADATA
+# title: Tickets
+# description: |
+#   createTicket v1 (title, description, priority low|normal|high, clientMutationId). Who may
+#   create tickets is decided by role grants in data.roles (support_agent, admin); the
+#   contract already validated the input, so a granted v1 call is allowed.
+# custom:
+#   governs:
+#     - name: createTicket
+#       versions: ["1"]
+#   approver_roles: default
 package tools.tickets
 
-import rego.v1
+governs["createTicket"] := {"versions": ["1"]}
 
-call_of(name) if {
-	input.tool.registered == true
-	input.tool.name == name
-	input.tool.version == "1"
-}
-
-allow if call_of("createTicket")
+allow contains {"rule": "valid_ticket", "message": "a ticket that matches its contract"}
