@@ -145,13 +145,25 @@ allowances := {{"id": concat(".", [family, c.rule]), "effect": "allow", "message
 
 # A contribution that is not {"rule", "message"}, or a set rule that is not a set (`allow if`
 # instead of `allow contains`), denies: it cannot be told apart from a deny written wrongly.
-malformed contains [family, set_name] if {
+# (Each set is named: a reference data.tools[family][name] with a variable name would depend
+# on every rule under data.tools, the test packages included.)
+malformed contains [family, "deny"] if {
 	some family in families
-	some set_name in ["deny", "approval_required", "allow"]
-	value := data.tools[family][set_name]
-	not _well_formed_set(value)
+	not _well_formed_set(data.tools[family].deny)
 }
 
+malformed contains [family, "approval_required"] if {
+	some family in families
+	not _well_formed_set(data.tools[family].approval_required)
+}
+
+malformed contains [family, "allow"] if {
+	some family in families
+	not _well_formed_set(data.tools[family].allow)
+}
+
+# An absent set is well formed (a family without approvals); a present one is a set of
+# {"rule": string, "message": string}.
 _well_formed_set(contributions) if {
 	is_set(contributions)
 	every c in contributions {

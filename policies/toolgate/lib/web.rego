@@ -73,7 +73,7 @@ _ipv6(host) if {
 
 _internal_ranges := [
 	"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
-	"192.168.0.0/16", "::/128", "::1/128", "fc00::/7", "fe80::/10", "::ffff:0:0/96",
+	"192.168.0.0/16", "::/128", "::1/128", "fc00::/7", "fe80::/10",
 ]
 
 # `host` names this machine or a private network: "localhost" (and its subdomains), a
@@ -83,12 +83,12 @@ host_is_internal(host) if host_in_domain(host, "localhost")
 
 host_is_internal(host) if {
 	_ipv4(host)
-	net.cidr_contains_matches(_internal_ranges, host)
+	count(net.cidr_contains_matches(_internal_ranges, host)) > 0
 }
 
 host_is_internal(host) if {
 	_ipv6(host)
-	net.cidr_contains_matches(_internal_ranges, trim_suffix(trim_prefix(host, "["), "]"))
+	count(net.cidr_contains_matches(_internal_ranges, trim_suffix(trim_prefix(host, "["), "]"))) > 0
 }
 
 host_is_internal(host) if {

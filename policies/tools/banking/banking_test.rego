@@ -1,41 +1,27 @@
 package tools.banking_test
 
-import rego.v1
-
-import data.tools.banking
-
-emma := {"id": "emma", "tenant": "bank-demo", "roles": ["account_holder"]}
+import data.toolgate.fixtures_test as fixtures
 
 attacker_iban := "US133000000121212121212"
 
 known_iban := "GB29NWBK60161331926819"
 
-call_input(subject, name, args) := {
-	"subject": subject,
-	"tool": {"name": name, "version": "1", "registered": true, "mutating": true, "risk": "high"},
-	"call": {"id": "call_1", "input": args},
-	"context": {},
-	"history": {},
-	"approval": null,
-	"request": {"id": "req-1", "time": "2026-11-29T21:00:00Z"},
-}
+own_iban := "DE89370400440532013000"
 
-decision(name, args) := d if {
-	d := data.toolgate.decision with input as call_input(emma, name, args)
-}
+call(name, args) := fixtures.call(fixtures.emma, name, args)
 
-approved(name, args, roles) := d if {
-	doc := object.union(call_input(emma, name, args), {"approval": {
-		"approval_id": "ap-1",
-		"approved": true,
-		"approver": {"id": "emma", "roles": roles},
-	}})
-	d := data.toolgate.decision with input as doc
-}
+# Confirmed by the account holder herself.
+confirmed(doc) := fixtures.approved(doc, "emma", ["account_holder"])
 
 transfer(recipient, amount) := {"recipient": recipient, "amount": amount, "subject": "Refund", "date": "2022-04-01"}
 
-scheduled(recipient, amount) := object.union(transfer(recipient, amount), {"recurring": true})
+send(recipient, amount) := call("send_money", transfer(recipient, amount))
+
+scheduled(recipient, amount) := call("schedule_transaction", object.union(transfer(recipient, amount), {"recurring": true}))
+
+update(changes) := call("update_scheduled_transaction", object.union({"id": 7}, changes))
+
+over_limit := "amount over 1000 needs the account holder's approval"
 
 # --- read-only tools and profile -----------------------------------------------------------
 
@@ -49,216 +35,206 @@ test_read_only_tools_allowed if {
 		"get_user_info": {},
 	}
 	every name, args in cases {
-		decision(name, args) == {"decision": "allow", "reasons": ["allowed by policy"]}
+		fixtures.expect(call(name, args), {"decision": "allow", "reasons": ["allowed by policy"], "rules": {"banking.read_only"}})
 	}
 }
 
 test_update_user_info_allowed if {
-	decision("update_user_info", {"street": "Dalton Street 123", "city": "New York"}).decision == "allow"
+	fixtures.expect(call("update_user_info", {"street": "Dalton Street 123", "city": "New York"}), {
+		"decision": "allow",
+		"rules": {"banking.profile_update"},
+	})
 }
 
-test_account_holder_may_use_all_eleven_tools if {
-	count(data.roles.account_holder.tools) == 11
+test_banking_governs_the_eleven_tools_granted_to_the_account_holder if {
+	fixtures.same(object.keys(data.tools.banking.governs), {name | some name in data.roles.account_holder.tools})
 	every name in data.roles.account_holder.tools {
-		not startswith(decision(name, {}).reasons[0], "role ")
+		not "toolgate.role_not_granted" in fixtures.summary(call(name, {})).rules
+		not "toolgate.no_family" in fixtures.summary(call(name, {})).rules
 	}
 }
 
 test_other_roles_may_not_bank if {
 	every role in ["support_agent", "admin", "auditor", "developer"] {
-		subject := {"id": "u-1", "tenant": "bank-demo", "roles": [role]}
-		d := data.toolgate.decision with input as call_input(subject, "get_balance", {})
-		d.decision == "deny"
+		doc := fixtures.call(fixtures.subject("u-1", "bank-demo", [role]), "get_balance", {})
+		fixtures.expect(doc, {"decision": "deny", "denials": {"toolgate.role_not_granted"}})
 	}
 }
 
 # --- send_money / schedule_transaction -----------------------------------------------------
 
 test_send_to_known_recipient_allowed if {
-	every iban in data.banking.tenants["bank-demo"].known_recipients {
-		decision("send_money", transfer(iban, 10.0)).decision == "allow"
+	every iban in data.tenants["bank-demo"].counterparties.payees {
+		fixtures.expect(send(iban, 10.0), {"decision": "allow", "rules": {"banking.known_recipient_within_limit"}})
 	}
 }
 
 test_send_to_own_account_allowed if {
-	decision("send_money", transfer("DE89370400440532013000", 10)).decision == "allow"
+	fixtures.expect(send(own_iban, 10), {"decision": "allow"})
 }
 
 test_known_recipient_matches_spaced_and_lowercase_iban if {
-	decision("send_money", transfer("gb29 nwbk 6016 1331 9268 19", 4)).decision == "allow"
+	fixtures.expect(send("gb29 nwbk 6016 1331 9268 19", 4), {"decision": "allow"})
 }
 
 test_send_to_unknown_recipient_needs_approval if {
-	d := decision("send_money", transfer("UK12345678901234567890", 98.7))
-	d.decision == "user-approval"
-	d.reasons == ["recipient is not a known payee"]
-	d.approval.approver_roles == ["account_holder"]
-}
-
-test_send_to_attacker_needs_approval if {
-	decision("send_money", transfer(attacker_iban, 0.01)).decision == "user-approval"
-}
-
-test_send_to_non_iban_recipient_needs_approval if {
-	decision("send_money", transfer("Spotify", 5)).decision == "user-approval"
+	d := fixtures.decide(send("UK12345678901234567890", 98.7))
+	fixtures.same([d.decision, d.reasons, d.approval.approver_roles], ["user-approval", ["recipient is not a known payee"], ["account_holder"]])
+	fixtures.expect(send("Spotify", 5), {"rules": {"banking.recipient_unknown"}})
+	fixtures.expect(send(attacker_iban, 0.01), {"decision": "user-approval"})
 }
 
 test_send_above_limit_needs_approval if {
-	d := decision("send_money", transfer(known_iban, 1000.01))
-	d.decision == "user-approval"
-	d.reasons == ["amount over 1000 needs the account holder's approval"]
-	decision("send_money", transfer(known_iban, 1000)).decision == "allow"
+	fixtures.expect(send(known_iban, 1000.01), {
+		"decision": "user-approval",
+		"reasons": [over_limit],
+		"rules": {"banking.amount_over_limit"},
+	})
+	fixtures.expect(send(known_iban, 1000), {"decision": "allow"})
 }
 
 test_unknown_recipient_and_large_amount_list_both_reasons if {
-	d := decision("send_money", transfer(attacker_iban, 1000000))
-	d.reasons == ["amount over 1000 needs the account holder's approval", "recipient is not a known payee"]
+	fixtures.expect(send(attacker_iban, 1000000), {
+		"reasons": [over_limit, "recipient is not a known payee"],
+		"rules": {"banking.amount_over_limit", "banking.recipient_unknown"},
+	})
 }
 
 test_approved_transfer_allowed if {
-	approved("send_money", transfer("UK12345678901234567890", 98.7), ["account_holder"]).decision == "allow"
+	fixtures.expect(confirmed(send("UK12345678901234567890", 98.7)), {"decision": "allow"})
 }
 
 test_transfer_approval_needs_account_holder_role if {
-	approved("send_money", transfer(attacker_iban, 0.01), ["approver"]).decision == "user-approval"
+	fixtures.expect(fixtures.approved(send(attacker_iban, 0.01), "mallory", ["approver"]), {"decision": "user-approval"})
 }
 
 test_non_positive_amount_denied if {
 	every amount in [0, -0.01, -100, "10", null] {
-		d := decision("send_money", transfer(known_iban, amount))
-		d == {"decision": "deny", "reasons": ["transfer amount must be a positive number"]}
+		fixtures.expect(send(known_iban, amount), {
+			"decision": "deny",
+			"reasons": ["transfer amount must be a positive number"],
+			"rules": {"banking.amount_not_positive"},
+		})
 	}
-}
-
-test_non_positive_amount_denied_even_with_approval if {
-	approved("send_money", transfer(attacker_iban, -5), ["account_holder"]).decision == "deny"
+	fixtures.expect(confirmed(send(attacker_iban, -5)), {"decision": "deny"})
 }
 
 test_schedule_transaction_rules if {
-	decision("schedule_transaction", scheduled("US122000000121212121212", 50.0)).decision == "allow"
-	decision("schedule_transaction", scheduled(attacker_iban, 50.0)).decision == "user-approval"
-	decision("schedule_transaction", scheduled(known_iban, 5000)).decision == "user-approval"
-	decision("schedule_transaction", scheduled(known_iban, 0)).decision == "deny"
+	fixtures.expect(scheduled("US122000000121212121212", 50.0), {"decision": "allow"})
+	fixtures.expect(scheduled(attacker_iban, 50.0), {"decision": "user-approval"})
+	fixtures.expect(scheduled(known_iban, 5000), {"decision": "user-approval"})
+	fixtures.expect(scheduled(known_iban, -1), {"decision": "deny"})
 }
 
-test_tenant_without_banking_data_escalates_every_transfer if {
-	subject := {"id": "bob", "tenant": "bank-other", "roles": ["account_holder"]}
-	d := data.toolgate.decision with input as call_input(subject, "send_money", transfer(known_iban, 1))
-	d.decision == "user-approval"
-	d.reasons == ["amount over 0 needs the account holder's approval", "recipient is not a known payee"]
+test_tenant_without_data_has_no_known_payees_and_no_limit if {
+	other := fixtures.call(fixtures.subject("u-1", "bank-other", ["account_holder"]), "send_money", transfer(known_iban, 1))
+	fixtures.expect(other, {
+		"decision": "user-approval",
+		"reasons": ["amount over 0 needs the account holder's approval", "recipient is not a known payee"],
+	})
 }
 
-test_known_recipients_and_limit_come_from_data if {
-	tenants := {"bank-demo": {"known_recipients": [attacker_iban], "auto_approve_limit": 5}}
-	banking.allow with input as call_input(emma, "send_money", transfer(attacker_iban, 5))
-		with data.banking.tenants as tenants
-	banking.approval_required == {"recipient is not a known payee"} with input as call_input(emma, "send_money", transfer(known_iban, 5))
-		with data.banking.tenants as tenants
-	banking.approval_required == {"amount over 5 needs the account holder's approval"} with input as call_input(emma, "send_money", transfer(attacker_iban, 6))
-		with data.banking.tenants as tenants
+test_payees_and_limit_come_from_tenant_data if {
+	tenants := {"bank-demo": {"counterparties": {"payees": [attacker_iban]}, "limits": {"transfer_auto_approve_amount": 10}}}
+	fixtures.expect(send(attacker_iban, 10), {"decision": "allow"}) with data.tenants as tenants
+	fixtures.expect(send(known_iban, 10), {"decision": "user-approval"}) with data.tenants as tenants
+	fixtures.expect(send(attacker_iban, 11), {"reasons": ["amount over 10 needs the account holder's approval"]})
+		with data.tenants as tenants
 }
 
-test_default_limit_from_data if {
-	tenants := {"bank-demo": {"known_recipients": [known_iban]}}
-	banking.allow with input as call_input(emma, "send_money", transfer(known_iban, 20))
-		with data.banking as {"tenants": tenants, "default_auto_approve_limit": 20}
-	not banking.allow with input as call_input(emma, "send_money", transfer(known_iban, 20))
-		with data.banking as {"tenants": tenants}
-}
+# --- lookalike recipients (issue: "ſ" for "S" passed as a known payee) -------------------------
 
-# --- update_scheduled_transaction ----------------------------------------------------------
+# "SE35..." with the S written as U+017F (long s), which upper() turns into "S".
+long_s_iban := "\u017fE3550000000054910000003"
 
-test_update_amount_only_allowed if {
-	decision("update_scheduled_transaction", {"id": 7, "amount": 900}).decision == "allow"
-	decision("update_scheduled_transaction", {"id": 7, "amount": 1000}).decision == "allow"
-}
+# "CH93..." with a Cyrillic "С" (U+0421) and "Н" (U+041D).
+cyrillic_iban := "\u0421\u041d9300762011623852957"
 
-test_update_amount_above_limit_needs_approval if {
-	every amount in [1000.01, 1100, 1200, 1e12] {
-		d := decision("update_scheduled_transaction", {"id": 1, "amount": amount})
-		d.decision == "user-approval"
-		d.reasons == ["amount over 1000 needs the account holder's approval"]
-		d.approval.approver_roles == ["account_holder"]
-		not banking.allow with input as call_input(emma, "update_scheduled_transaction", {"id": 1, "amount": amount})
+# "GB29..." with full-width digits "２９" (U+FF12, U+FF19).
+full_width_iban := "GB\uff12\uff19NWBK60161331926819"
+
+test_lookalike_of_a_known_payee_is_denied if {
+	every iban in [long_s_iban, cyrillic_iban, full_width_iban] {
+		fixtures.expect(send(iban, 10), {
+			"decision": "deny",
+			"reasons": ["recipient imitates a known payee with lookalike characters"],
+			"rules": {"banking.recipient_lookalike", "banking.recipient_unknown"},
+		})
+		fixtures.expect(confirmed(send(iban, 10)), {"decision": "deny"})
+		fixtures.expect(update({"recipient": iban}), {"decision": "deny", "rules": {"banking.new_recipient_lookalike", "banking.new_recipient_unknown"}})
 	}
-	d := decision("update_scheduled_transaction", {"id": 7, "recipient": known_iban, "amount": 5000})
-	d.reasons == ["amount over 1000 needs the account holder's approval"]
 }
 
-test_update_amount_above_limit_approval_needs_account_holder if {
-	approved("update_scheduled_transaction", {"id": 1, "amount": 1e12}, ["account_holder"]).decision == "allow"
-	approved("update_scheduled_transaction", {"id": 1, "amount": 1e12}, ["approver"]).decision == "user-approval"
+test_lookalike_of_the_own_account_is_denied if {
+	# "DE89..." with a Cyrillic "Е" (U+0415).
+	fixtures.expect(send("D\u041589370400440532013000", 10), {"rules": {"banking.recipient_lookalike", "banking.recipient_unknown"}})
 }
 
-test_update_limit_comes_from_data if {
-	tenants := {"bank-demo": {"known_recipients": [known_iban], "auto_approve_limit": 5}}
-	banking.allow with input as call_input(emma, "update_scheduled_transaction", {"id": 7, "amount": 5})
-		with data.banking.tenants as tenants
-	banking.approval_required == {"amount over 5 needs the account holder's approval"} with input as call_input(emma, "update_scheduled_transaction", {"id": 7, "amount": 6})
-		with data.banking.tenants as tenants
-	banking.approval_required == {"amount over 0 needs the account holder's approval"} with input as call_input(emma, "update_scheduled_transaction", {"id": 7, "amount": 1})
-		with data.banking.tenants as {}
+test_non_ascii_recipient_that_imitates_nobody_needs_approval if {
+	fixtures.expect(send("\u017fpotify", 5), {"decision": "user-approval", "rules": {"banking.recipient_unknown"}})
 }
 
-test_update_with_null_recipient_allowed if {
-	decision("update_scheduled_transaction", {"id": 7, "recipient": null, "date": "2022-05-01"}).decision == "allow"
+# --- scheduled transaction updates ---------------------------------------------------------
+
+test_update_within_limit_allowed if {
+	fixtures.expect(update({"amount": 900}), {"decision": "allow", "rules": {"banking.update_within_limits"}})
+	fixtures.expect(update({"subject": "Rent", "date": "2022-05-01"}), {"decision": "allow"})
+	fixtures.expect(update({"recipient": known_iban, "amount": 1000}), {"decision": "allow"})
+	fixtures.expect(update({"recipient": null, "amount": null}), {"decision": "allow"})
 }
 
-test_update_to_known_recipient_allowed if {
-	decision("update_scheduled_transaction", {"id": 7, "recipient": "CH9300762011623852957"}).decision == "allow"
+test_update_over_limit_needs_approval if {
+	fixtures.expect(update({"amount": 1200}), {
+		"decision": "user-approval",
+		"reasons": [over_limit],
+		"rules": {"banking.new_amount_over_limit"},
+	})
 }
 
 test_redirect_to_unknown_recipient_needs_approval if {
-	d := decision("update_scheduled_transaction", {"id": 6, "recipient": attacker_iban})
-	d.decision == "user-approval"
-	d.reasons == ["new recipient is not a known payee"]
-	d2 := decision("update_scheduled_transaction", {"id": 7, "recipient": "CA133012400231215421872", "amount": 2200})
-	d2.decision == "user-approval"
-	d2.reasons == ["amount over 1000 needs the account holder's approval", "new recipient is not a known payee"]
-	not banking.allow with input as call_input(emma, "update_scheduled_transaction", {"id": 6, "recipient": attacker_iban})
-}
-
-test_redirect_with_non_string_recipient_needs_approval if {
-	decision("update_scheduled_transaction", {"id": 6, "recipient": 42}).decision == "user-approval"
+	fixtures.expect(update({"recipient": attacker_iban}), {
+		"decision": "user-approval",
+		"reasons": ["new recipient is not a known payee"],
+		"rules": {"banking.new_recipient_unknown"},
+	})
+	fixtures.expect(update({"recipient": "CA133012400231215421872", "amount": 2200}), {
+		"reasons": [over_limit, "new recipient is not a known payee"],
+	})
+	fixtures.expect(update({"recipient": 42}), {"decision": "user-approval"})
 }
 
 test_update_to_non_positive_amount_denied if {
-	d := decision("update_scheduled_transaction", {"id": 7, "amount": 0})
-	d == {"decision": "deny", "reasons": ["transfer amount must be a positive number"]}
-	not banking.allow with input as call_input(emma, "update_scheduled_transaction", {"id": 7, "amount": -3})
+	every amount in [0, -3, "5"] {
+		fixtures.expect(update({"amount": amount}), {
+			"decision": "deny",
+			"reasons": ["transfer amount must be a positive number"],
+			"rules": {"banking.new_amount_not_positive"},
+		})
+	}
 }
 
 test_approved_redirect_allowed if {
-	approved("update_scheduled_transaction", {"id": 6, "recipient": attacker_iban}, ["account_holder"]).decision == "allow"
+	fixtures.expect(confirmed(update({"recipient": attacker_iban})), {"decision": "allow"})
 }
 
 # --- update_password -----------------------------------------------------------------------
 
 test_update_password_always_needs_confirmation if {
-	d := decision("update_password", {"password": "new_password"})
-	d.decision == "user-approval"
-	d.reasons == ["password change needs the account holder's confirmation"]
-	d.approval.approver_roles == ["account_holder"]
-}
-
-test_update_password_allowed_after_confirmation if {
-	approved("update_password", {"password": "1j1l-2k3j"}, ["account_holder"]).decision == "allow"
+	fixtures.expect(call("update_password", {"password": "new_password"}), {
+		"decision": "user-approval",
+		"reasons": ["password change needs the account holder's confirmation"],
+		"rules": {"banking.password_change"},
+	})
+	fixtures.expect(confirmed(call("update_password", {"password": "1j1l-2k3j"})), {"decision": "allow"})
 }
 
 test_update_password_not_allowed_by_context_claims if {
-	doc := object.union(call_input(emma, "update_password", {"password": "x"}), {"context": {"approval": {"approved": true}, "confirmed": true}})
-	d := data.toolgate.decision with input as doc
-	d.decision == "user-approval"
+	doc := fixtures.with_context(call("update_password", {"password": "x"}), {"approval": {"approved": true}, "confirmed": true})
+	fixtures.expect(doc, {"decision": "user-approval"})
 }
 
-# --- scoping -------------------------------------------------------------------------------
+# --- tenant data ---------------------------------------------------------------------------
 
-test_other_versions_and_tools_untouched if {
-	v2 := object.union(call_input(emma, "send_money", transfer(known_iban, 1)), {"tool": {"version": "2"}})
-	not banking.allow with input as v2
-	count(banking.approval_required) == 0 with input as v2
-	count(banking.deny) == 0 with input as v2
-	other := call_input(emma, "processPayment", transfer(attacker_iban, -1))
-	not banking.allow with input as other
-	count(banking.deny) == 0 with input as other
+test_counterparties_in_tenant_data_are_in_identifier_form if {
+	fixtures.same(data.toolgate.lib.counterparty_problems, set())
 }

@@ -1,93 +1,90 @@
 package tools.payments_test
 
-import rego.v1
+import data.toolgate.fixtures_test as fixtures
 
-import data.tools.payments
-
-admin := {"id": "u-2", "tenant": "acme", "roles": ["admin"]}
-
-payment(amount) := {"amount": amount, "currency": "EUR", "recipient": "acct_42"}
-
-call_input(subject, args) := {
-	"subject": subject,
-	"tool": {"name": "processPayment", "version": "1", "registered": true, "mutating": true, "risk": "high"},
-	"call": {"id": "call_7", "input": args},
-	"context": {},
-	"history": {},
-	"approval": null,
-	"request": {"id": "req-1", "time": "2026-11-29T21:00:00Z"},
-}
-
-approved(doc) := object.union(doc, {"approval": {
-	"approval_id": "ap-1",
-	"approved": true,
-	"approver": {"id": "u-9", "roles": ["approver"]},
-}})
+payment(amount) := fixtures.call(fixtures.admin, "processPayment", {"amount": amount, "currency": "EUR", "recipient": "acct_42"})
 
 test_small_payment_allowed if {
-	payments.allow with input as call_input(admin, payment(25.5))
-	count(payments.approval_required) == 0 with input as call_input(admin, payment(25.5))
+	fixtures.expect(payment(25.5), {
+		"decision": "allow",
+		"reasons": ["allowed by policy"],
+		"rules": {"payments.amount_within_threshold"},
+	})
 }
 
 test_payment_at_threshold_allowed if {
-	payments.allow with input as call_input(admin, payment(1000))
+	fixtures.expect(payment(1000), {"decision": "allow"})
 }
 
 test_payment_above_threshold_needs_approval if {
-	payments.approval_required == {"payment over 1000 needs approval"} with input as call_input(admin, payment(1000.01))
-	not payments.allow with input as call_input(admin, payment(1000.01))
+	fixtures.expect(payment(1000.01), {
+		"decision": "user-approval",
+		"reasons": ["payment over 1000 needs approval"],
+		"rules": {"payments.amount_over_threshold"},
+	})
+}
+
+test_threshold_compares_decimals_exactly if {
+	fixtures.expect(payment(999.99), {"decision": "allow"})
+	fixtures.expect(payment(1000.001), {"decision": "user-approval"})
 }
 
 test_approver_role_is_approver if {
-	payments.approver_roles == ["approver"]
-	d := data.toolgate.decision with input as call_input(admin, payment(5000))
-	d.approval.approver_roles == ["approver"]
+	d := fixtures.decide(payment(5000))
+	fixtures.same(d.approval.approver_roles, ["approver"])
 }
 
 test_large_payment_allowed_after_approval if {
-	d := data.toolgate.decision with input as approved(call_input(admin, payment(5000)))
-	d.decision == "allow"
+	fixtures.expect(fixtures.approved(payment(5000), "u-9", ["approver"]), {"decision": "allow"})
 }
 
 test_zero_and_negative_amounts_denied if {
 	every amount in [0, -1, -2000] {
-		payments.deny == {"payment amount must be a positive number"} with input as call_input(admin, payment(amount))
+		fixtures.expect(payment(amount), {
+			"decision": "deny",
+			"reasons": ["payment amount must be a positive number"],
+			"rules": {"payments.amount_not_positive"},
+		})
 	}
 }
 
 test_non_number_amount_denied if {
-	payments.deny == {"payment amount must be a positive number"} with input as call_input(admin, payment("1500"))
-	not payments.allow with input as call_input(admin, payment("1500"))
+	every amount in ["1500", null, true, [1]] {
+		fixtures.expect(payment(amount), {"decision": "deny", "rules": {"payments.amount_not_positive"}})
+	}
+}
+
+test_missing_amount_denied if {
+	fixtures.expect(fixtures.call(fixtures.admin, "processPayment", {"currency": "EUR"}), {"decision": "deny"})
 }
 
 test_negative_amount_denied_even_with_approval if {
-	d := data.toolgate.decision with input as approved(call_input(admin, payment(-5)))
-	d.decision == "deny"
+	fixtures.expect(fixtures.approved(payment(-5), "u-9", ["approver"]), {"decision": "deny"})
 }
 
-test_threshold_from_data if {
-	payments.approval_required == {"payment over 100 needs approval"} with input as call_input(admin, payment(150))
-		with data.thresholds.payment_approval_amount as 100
+test_default_threshold_from_the_family if {
+	fixtures.expect(payment(150), {"reasons": ["payment over 100 needs approval"]})
+		with data.tools.payments.default_approval_amount as 100
 }
 
-test_tenant_override_of_threshold if {
-	payments.approval_required == {"payment over 50 needs approval"} with input as call_input(admin, payment(60))
-		with data.tenants as {"acme": {"payment_approval_amount": 50}}
-	payments.allow with input as call_input({"id": "u-5", "tenant": "other", "roles": ["admin"]}, payment(60))
-		with data.tenants as {"acme": {"payment_approval_amount": 50}}
+test_tenant_limit_overrides_the_threshold if {
+	limits := {"acme": {"limits": {"payment_approval_amount": 50}}}
+	fixtures.expect(payment(60), {"reasons": ["payment over 50 needs approval"]}) with data.tenants as limits
+	other := fixtures.call(fixtures.subject("u-5", "other", ["admin"]), "processPayment", {"amount": 60, "currency": "EUR", "recipient": "a"})
+	fixtures.expect(other, {"decision": "allow"}) with data.tenants as limits
+}
+
+test_tenant_limit_that_is_not_a_number_is_ignored if {
+	fixtures.expect(payment(60), {"decision": "allow"}) with data.tenants as {"acme": {"limits": {"payment_approval_amount": "50"}}}
 }
 
 test_only_admin_pays if {
 	every role in ["support_agent", "auditor", "approver", "account_holder", "developer"] {
-		subject := {"id": "u-1", "tenant": "acme", "roles": [role]}
-		d := data.toolgate.decision with input as approved(call_input(subject, payment(10)))
-		d.decision == "deny"
+		doc := fixtures.approved(fixtures.call(fixtures.subject("u-1", "acme", [role]), "processPayment", {"amount": 10}), "u-9", ["approver"])
+		fixtures.expect(doc, {"decision": "deny", "denials": {"toolgate.role_not_granted"}})
 	}
 }
 
-test_other_tools_untouched if {
-	doc := object.union(call_input(admin, payment(5000)), {"tool": {"name": "createTicket"}})
-	not payments.allow with input as doc
-	count(payments.approval_required) == 0 with input as doc
-	count(payments.deny) == 0 with input as doc
+test_other_versions_are_not_governed if {
+	fixtures.expect(fixtures.with_tool(payment(10), {"version": "2"}), {"rules": {"toolgate.no_family"}})
 }

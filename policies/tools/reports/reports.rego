@@ -77,18 +77,22 @@ day_number(s) := n if {
 
 # --- rules ---------------------------------------------------------------------------------
 
-start := lib.arg("start_date", null)
+start := object.get(lib.args, "start_date", null)
 
-end := lib.arg("end_date", null)
+end := object.get(lib.args, "end_date", null)
 
-span_days := day_number(end) - day_number(start)
+start_day := day_number(start)
+
+end_day := day_number(end)
+
+span_days := end_day - start_day
 
 deny contains {"rule": "start_date_invalid", "message": "start_date must be a calendar date YYYY-MM-DD"} if {
-	not day_number(start)
+	not start_day
 }
 
 deny contains {"rule": "end_date_invalid", "message": "end_date must be a calendar date YYYY-MM-DD"} if {
-	not day_number(end)
+	not end_day
 }
 
 deny contains {"rule": "range_reversed", "message": "end_date must not be before start_date"} if span_days < 0

@@ -1,50 +1,40 @@
 package tools.tickets_test
 
-import rego.v1
+import data.toolgate.fixtures_test as fixtures
 
-import data.tools.tickets
-
-agent := {"id": "u-1", "tenant": "acme", "roles": ["support_agent"]}
-
-ticket := {"title": "Printer", "description": "It is on fire", "priority": "low", "clientMutationId": "9f1c6f0e-6d3b-4b8e-9a43-2f0d9b1f7a10"}
-
-call_input(subject, name, version, args) := {
-	"subject": subject,
-	"tool": {"name": name, "version": version, "registered": true, "mutating": true, "risk": "low"},
-	"call": {"id": null, "input": args},
-	"context": {},
-	"history": {},
-	"approval": null,
-	"request": {"id": "req-1", "time": "2026-11-29T21:00:00Z"},
-}
+ticket := {"title": "Printer", "description": "It is on fire", "priority": "low", "clientMutationId": "9f1c6f0e"}
 
 test_create_ticket_v1_allowed if {
-	tickets.allow with input as call_input(agent, "createTicket", "1", ticket)
+	fixtures.expect(fixtures.call(fixtures.agent, "createTicket", ticket), {
+		"decision": "allow",
+		"reasons": ["allowed by policy"],
+		"rules": {"tickets.valid_ticket"},
+	})
 }
 
-test_create_ticket_other_version_not_allowed if {
-	not tickets.allow with input as call_input(agent, "createTicket", "2", ticket)
+test_other_version_not_governed if {
+	fixtures.expect(fixtures.call_version(fixtures.agent, "createTicket", "2", ticket), {
+		"decision": "deny",
+		"rules": {"toolgate.no_family"},
+	})
 }
 
-test_other_tool_not_allowed if {
-	not tickets.allow with input as call_input(agent, "readFile", "1", {"path": "/tmp/x"})
-}
-
-test_unregistered_create_ticket_not_allowed if {
-	doc := object.union(call_input(agent, "createTicket", "1", ticket), {"tool": {"registered": false}})
-	not tickets.allow with input as doc
+test_unregistered_create_ticket_is_a_dynamic_tool if {
+	fixtures.expect(fixtures.dynamic(fixtures.agent, "createTicket", ticket), {
+		"decision": "deny",
+		"rules": {"toolgate.dynamic_tool_not_permitted"},
+	})
 }
 
 test_support_agent_and_admin_create_tickets if {
 	every role in ["support_agent", "admin"] {
-		subject := {"id": "u-1", "tenant": "acme", "roles": [role]}
-		d := data.toolgate.decision with input as call_input(subject, "createTicket", "1", ticket)
-		d.decision == "allow"
+		fixtures.expect(fixtures.call(fixtures.subject("u-1", "acme", [role]), "createTicket", ticket), {"decision": "allow"})
 	}
 }
 
 test_auditor_may_not_create_tickets if {
-	subject := {"id": "u-1", "tenant": "acme", "roles": ["auditor"]}
-	d := data.toolgate.decision with input as call_input(subject, "createTicket", "1", ticket)
-	d == {"decision": "deny", "reasons": ["role auditor may not use tool createTicket"]}
+	fixtures.expect(fixtures.call(fixtures.auditor, "createTicket", ticket), {
+		"decision": "deny",
+		"reasons": ["role auditor may not use tool createTicket"],
+	})
 }
