@@ -25,9 +25,9 @@ _family_entry(family) := {
 	"approver_roles": _approver_roles(family),
 }
 
-_approver_roles(family) := data.tools[family].approver_roles
-
 default _approver_roles(_) := null
+
+_approver_roles(family) := data.tools[family].approver_roles
 
 # Every well-formed declaration as [family, normalized declaration].
 _declarations contains [family, lib.normalized_declaration(name, declaration)] if {
@@ -36,7 +36,10 @@ _declarations contains [family, lib.normalized_declaration(name, declaration)] i
 	lib.well_formed_declaration(declaration)
 }
 
-catalog_problems contains sprintf("family %s: governs.%s is not {versions?, namespace?, shared_with?}", [family, name]) if {
+catalog_problems contains sprintf(
+	"family %s: governs.%s is not {versions?, namespace?, shared_with?}",
+	[family, name],
+) if {
 	some family, name
 	declaration := data.tools[family].governs[name]
 	not lib.well_formed_declaration(declaration)
@@ -48,13 +51,6 @@ catalog_problems contains sprintf("family %s: approver_roles is not a list of ro
 	not _role_names(roles)
 }
 
-_role_names(roles) if {
-	is_array(roles)
-	every role in roles {
-		is_string(role)
-	}
-}
-
 catalog_problems contains msg if {
 	some [a, da] in _declarations
 	some [b, db] in _declarations
@@ -63,19 +59,16 @@ catalog_problems contains msg if {
 	da.namespace == db.namespace
 	_versions_overlap(da.versions, db.versions)
 	not _mutual(da, a, db, b)
-	msg := sprintf("tool %s (namespace %q) is claimed by families %s and %s without shared_with", [da.name, da.namespace, a, b])
+	msg := sprintf(
+		"tool %s (namespace %q) is claimed by families %s and %s without shared_with",
+		[da.name, da.namespace, a, b],
+	)
 }
 
-_versions_overlap(null, _)
-
-_versions_overlap(_, null)
-
-_versions_overlap(a, b) if {
-	some v in a
-	v in b
-}
-
-catalog_problems contains sprintf("family %s: shared_with of %s names %s, which does not claim it", [family, d.name, other]) if {
+catalog_problems contains sprintf(
+	"family %s: shared_with of %s names %s, which does not claim it",
+	[family, d.name, other],
+) if {
 	some [family, d] in _declarations
 	some other in d.shared_with
 	not _claims(other, d)
@@ -86,4 +79,20 @@ _claims(family, d) if {
 	claimant == family
 	other.name == d.name
 	other.namespace == d.namespace
+}
+
+_role_names(roles) if {
+	is_array(roles)
+	every role in roles {
+		is_string(role)
+	}
+}
+
+_versions_overlap(null, _)
+
+_versions_overlap(_, null)
+
+_versions_overlap(a, b) if {
+	some v in a
+	v in b
 }

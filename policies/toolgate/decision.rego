@@ -26,7 +26,10 @@ dynamic_tools_granted if {
 }
 
 # The subject's roles that are strings, for messages.
-subject_roles := {role | some role in input.subject.roles; is_string(role)}
+subject_roles contains role if {
+	some role in input.subject.roles
+	is_string(role)
+}
 
 role_denial := sprintf("role %s may not use tool %v", [concat(", ", sort(subject_roles)), input.tool.name]) if {
 	count(subject_roles) == 1
@@ -41,19 +44,21 @@ role_denial := sprintf("role %s may not use tool %v", [concat(", ", sort(subject
 # (no versions: every version; no namespace: ""). The claims are found once per query by one
 # lookup per family (data.tools[family].governs[name]): a family that does not declare the
 # tool has no such rule, and no other family rule is evaluated to find them.
+default claims := {}
+
 claims := {family: declaration |
 	some family
 	declaration := data.tools[family].governs[input.tool.name]
-	object.get(declaration, "namespace", "") == object.get(input.tool, "namespace", "")
+	declared_namespace := object.get(declaration, "namespace", "")
+	requested_namespace := object.get(input.tool, "namespace", "")
+	declared_namespace == requested_namespace
 	input.tool.version in object.get(declaration, "versions", [input.tool.version])
 } if {
 	input.tool.registered == true
 }
 
-default claims := {}
-
 # Two claims of one tool are fine only when each names the other in `shared_with`.
-unshared_claims := {[a, b] |
+unshared_claims contains [a, b] if {
 	some a, claim_a in claims
 	some b, claim_b in claims
 	a < b
@@ -66,12 +71,14 @@ _mutual(claim_a, a, claim_b, b) if {
 }
 
 # The families consulted for this call: the claiming families, unless their claims conflict.
+default families := set()
+
+families := object.keys(claims) if count(claims) == 1
+
 families := object.keys(claims) if {
-	count(claims) == 1
-} else := object.keys(claims) if {
 	count(claims) > 1
 	count(unshared_claims) == 0
-} else := set()
+}
 
 # --- rules: every contribution as {"id", "effect": "deny"|"approval"|"allow", "message"} ----
 #
@@ -111,32 +118,38 @@ library_denials contains _rule("approval_rejected", "deny", "the approver reject
 
 # A tool without a contract (registered: false; the gateway always sends the flag, and a call
 # without it matches no rule at all: the default denial).
-library_denials contains _rule("dynamic_tool_not_permitted", "deny", "unregistered tool is not permitted for this role") if {
+library_denials contains _rule(
+	"dynamic_tool_not_permitted", "deny",
+	"unregistered tool is not permitted for this role",
+) if {
 	input.tool.registered == false
 	not dynamic_tools_granted
 }
 
-library_approvals contains _rule("dynamic_tool_needs_approval", "approval", "unregistered tool needs human approval") if {
+library_approvals contains _rule(
+	"dynamic_tool_needs_approval", "approval",
+	"unregistered tool needs human approval",
+) if {
 	input.tool.registered == false
 	dynamic_tools_granted
 }
 
 # The consulted families' contributions ({"rule": string, "message": string}) by effect.
-family_denials := {{"id": concat(".", [family, c.rule]), "effect": "deny", "message": c.message} |
+family_denials contains {"id": concat(".", [family, c.rule]), "effect": "deny", "message": c.message} if {
 	some family in families
 	some c in data.tools[family].deny
 	is_string(c.rule)
 	is_string(c.message)
 }
 
-family_approvals := {{"id": concat(".", [family, c.rule]), "effect": "approval", "message": c.message} |
+family_approvals contains {"id": concat(".", [family, c.rule]), "effect": "approval", "message": c.message} if {
 	some family in families
 	some c in data.tools[family].approval_required
 	is_string(c.rule)
 	is_string(c.message)
 }
 
-allowances := {{"id": concat(".", [family, c.rule]), "effect": "allow", "message": c.message} |
+allowances contains {"id": concat(".", [family, c.rule]), "effect": "allow", "message": c.message} if {
 	some family in families
 	some c in data.tools[family].allow
 	is_string(c.rule)
@@ -149,17 +162,20 @@ allowances := {{"id": concat(".", [family, c.rule]), "effect": "allow", "message
 # on every rule under data.tools, the test packages included.)
 malformed contains [family, "deny"] if {
 	some family in families
-	not _well_formed_set(data.tools[family].deny)
+	contributions := data.tools[family].deny
+	not _well_formed_set(contributions)
 }
 
 malformed contains [family, "approval_required"] if {
 	some family in families
-	not _well_formed_set(data.tools[family].approval_required)
+	contributions := data.tools[family].approval_required
+	not _well_formed_set(contributions)
 }
 
 malformed contains [family, "allow"] if {
 	some family in families
-	not _well_formed_set(data.tools[family].allow)
+	contributions := data.tools[family].allow
+	not _well_formed_set(contributions)
 }
 
 # An absent set is well formed (a family without approvals); a present one is a set of
@@ -189,12 +205,15 @@ allowed if {
 }
 
 # Every denial; when there is none and nothing asks for approval or allows, the default one.
-denials := _denials if {
-	count(_denials) > 0
-} else := {no_rule_allows} if {
+default denials := set()
+
+denials := _denials if count(_denials) > 0
+
+denials := {no_rule_allows} if {
+	count(_denials) == 0
 	count(approvals) == 0
 	not allowed
-} else := set()
+}
 
 _denials := library_denials | family_denials
 
@@ -203,29 +222,46 @@ no_rule_allows := _rule("no_rule_allows", "deny", "no policy rule allows this ca
 # --- approvals -----------------------------------------------------------------------------
 
 # data.approvals is read key by key: a reference to all of `data` would make every rule recursive.
+default default_approver_roles := ["approver"]
+
 default_approver_roles := data.approvals.default_approver_roles if {
 	is_array(data.approvals.default_approver_roles)
-} else := ["approver"]
+}
 
 # A positive whole number of seconds, else 900.
+default approval_ttl_s := 900
+
 approval_ttl_s := data.approvals.default_ttl_s if {
 	is_number(data.approvals.default_ttl_s)
 	data.approvals.default_ttl_s == floor(data.approvals.default_ttl_s)
 	data.approvals.default_ttl_s > 0
-} else := 900
-
-family_approver_roles(family) := data.tools[family].approver_roles if {
-	is_array(data.tools[family].approver_roles)
-} else := default_approver_roles
+}
 
 # Roles that may approve this call: those of every family that asks for approval, plus the
 # defaults when the library itself asks (dynamic tools).
-required_approver_roles contains role if {
+# The families that ask for approval, and the approver roles each names (when it names them).
+_asking_families contains family if {
 	some family in families
 	asks := data.tools[family].approval_required
 	is_set(asks)
 	count(asks) > 0
-	some role in family_approver_roles(family)
+}
+
+_family_approver_roles[family] := roles if {
+	some family in _asking_families
+	roles := data.tools[family].approver_roles
+	is_array(roles)
+}
+
+required_approver_roles contains role if {
+	some family in _asking_families
+	some role in _family_approver_roles[family]
+}
+
+required_approver_roles contains role if {
+	some family in _asking_families
+	not _family_approver_roles[family]
+	some role in default_approver_roles
 }
 
 required_approver_roles contains role if {
@@ -245,10 +281,12 @@ approver_id := object.get(input.approval, ["approver", "id"], "an approver")
 # --- the decision --------------------------------------------------------------------------
 
 # The approval that satisfied the approval rules, as an allow.
+default approval_granted := set()
+
 approval_granted := {_rule("approval_granted", "allow", sprintf("approved by %v", [approver_id]))} if {
 	count(approvals) > 0
 	approval_satisfied
-} else := set()
+}
 
 # Every rule that matched, whatever the outcome, sorted by effect (allow, approval, deny), then
 # id: the denials (or the default one), approvals, allowances and a satisfied approval.

@@ -11,9 +11,9 @@ package toolgate.lib
 # --- the tool of this call -----------------------------------------------------------------
 
 # The tool's namespace: input.tool.namespace when it is a string, else "" (no namespace).
-namespace := input.tool.namespace if is_string(input.tool.namespace)
-
 default namespace := ""
+
+namespace := input.tool.namespace if is_string(input.tool.namespace)
 
 # The requested tool as the library matches it against family declarations.
 tool := {"name": input.tool.name, "version": input.tool.version, "namespace": namespace}
@@ -55,7 +55,8 @@ call_among(names) if {
 # The declaration `declaration` of tool `name` covers `t` ({"name", "version", "namespace"}).
 covers(name, declaration, t) if {
 	name == t.name
-	object.get(declaration, "namespace", "") == t.namespace
+	declared_namespace := object.get(declaration, "namespace", "")
+	declared_namespace == t.namespace
 	t.version in object.get(declaration, "versions", [t.version])
 }
 

@@ -8,9 +8,9 @@ package toolgate.lib
 # (["address", "city"]).
 
 # The tool input object ({} when it is missing or not an object).
-args := input.call.input if is_object(input.call.input)
-
 default args := {}
+
+args := input.call.input if is_object(input.call.input)
 
 # The value at `key`, or `fallback` when it is absent.
 arg(key, fallback) := object.get(args, key, fallback)

@@ -23,7 +23,9 @@ secret_patterns := {
 secrets_in(text) := {kind |
 	some kind, pattern in secret_patterns
 	regex.match(pattern, text)
-} if is_string(text)
+} if {
+	is_string(text)
+}
 
 # `text` holds a credential of a known kind.
 has_secret(text) if count(secrets_in(text)) > 0
@@ -51,7 +53,9 @@ card_numbers_in(text) := {number |
 	some run in regex.find_n(`\b[0-9](?:[ -]?[0-9]){12,18}\b`, text, -1)
 	number := regex.replace(run, `[ -]`, "")
 	luhn_valid(number)
-} if is_string(text)
+} if {
+	is_string(text)
+}
 
 # --- IBANs (ISO 13616, mod-97 check) -------------------------------------------------------
 
@@ -88,7 +92,9 @@ ibans_in(text) := {compact |
 	some candidate in regex.find_n(`\b[A-Z]{2}[0-9]{2}(?: ?[A-Z0-9]){11,30}\b`, text, -1)
 	compact := iban_compact(candidate)
 	iban_valid(compact)
-} if is_string(text)
+} if {
+	is_string(text)
+}
 
 # --- personal data in text -----------------------------------------------------------------
 
@@ -96,4 +102,6 @@ ibans_in(text) := {compact |
 pii_in(text) := {kind |
 	some kind, found in {"card_number": card_numbers_in(text), "iban": ibans_in(text), "email": emails_in(text)}
 	count(found) > 0
-} if is_string(text)
+} if {
+	is_string(text)
+}

@@ -11,12 +11,12 @@ package toolgate.lib
 # See docs/policy-authors.md for every name the shipped families read.
 
 # The calling tenant's data ({} when there is none).
+default tenant := {}
+
 tenant := data.tenants[input.subject.tenant] if {
 	is_string(input.subject.tenant)
 	is_object(data.tenants[input.subject.tenant])
 }
-
-default tenant := {}
 
 # The tenant's limit `name` when it is a number, else `fallback`.
 tenant_limit(name, fallback) := value if {
@@ -67,9 +67,10 @@ counterparty_lookalike(kind, value) if {
 # addresses) that never match: not strings, or not in identifier_key form. Each is
 # "<tenant>: counterparties.<kind>: <entry>".
 counterparty_problems contains sprintf("%s: counterparties.%s: %v", [tenant_id, kind, entry]) if {
-	some tenant_id, kind
+	some tenant_id, tenant_data in data.tenants
+	some kind, entries in tenant_data.counterparties
 	kind != "contacts"
-	some entry in data.tenants[tenant_id].counterparties[kind]
+	some entry in entries
 	not _in_key_form(entry)
 }
 

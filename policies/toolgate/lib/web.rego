@@ -7,7 +7,14 @@ package toolgate.lib
 # percent-decoded and loses a trailing dot. Undefined for anything that is not
 # scheme://authority...
 
-_url_pattern := `^([A-Za-z][A-Za-z0-9+.-]*)://(?:([^/?#]*)@)?(\[[0-9A-Fa-f:.]*\]|[^/?#:]*)(?::([0-9]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?$`
+# scheme :// [userinfo @] host [: port] path [? query] [# fragment]
+_url_pattern := concat("", [
+	`^([A-Za-z][A-Za-z0-9+.-]*)://`,
+	`(?:([^/?#]*)@)?`,
+	`(\[[0-9A-Fa-f:.]*\]|[^/?#:]*)`,
+	`(?::([0-9]*))?`,
+	`([^?#]*)(?:\?([^#]*))?(?:#(.*))?$`,
+])
 
 # {"scheme", "userinfo", "host", "port", "path", "query", "fragment"}, all strings ("" when
 # absent; the scheme and host lowercased).
@@ -136,7 +143,13 @@ _last_labels(host, n) := concat(".", array.slice(labels, count(labels) - n, coun
 
 # --- e-mail addresses ----------------------------------------------------------------------
 
-_email_pattern := `^(?:[^<>]*<)?([A-Za-z0-9.!#$%&'*+/=?^_{|}~-]+)@([A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+)>?$`
+# [display name <] local @ domain [>]
+_email_pattern := concat("", [
+	`^(?:[^<>]*<)?`,
+	`([A-Za-z0-9.!#$%&'*+/=?^_{|}~-]+)@`,
+	`([A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+)`,
+	`>?$`,
+])
 
 # {"local", "domain"} of an address "user@example.com" or "Name <user@example.com>"; the
 # domain lowercased. ASCII addresses only (internationalized addresses are undefined).

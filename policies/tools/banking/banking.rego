@@ -16,27 +16,27 @@
 #   - update_password: always needs the account holder's confirmation.
 # custom:
 #   governs:
-#     - name: get_iban
+#     get_iban:
 #       versions: ["1"]
-#     - name: get_balance
+#     get_balance:
 #       versions: ["1"]
-#     - name: get_most_recent_transactions
+#     get_most_recent_transactions:
 #       versions: ["1"]
-#     - name: get_scheduled_transactions
+#     get_scheduled_transactions:
 #       versions: ["1"]
-#     - name: read_file
+#     read_file:
 #       versions: ["1"]
-#     - name: get_user_info
+#     get_user_info:
 #       versions: ["1"]
-#     - name: update_user_info
+#     update_user_info:
 #       versions: ["1"]
-#     - name: send_money
+#     send_money:
 #       versions: ["1"]
-#     - name: schedule_transaction
+#     schedule_transaction:
 #       versions: ["1"]
-#     - name: update_scheduled_transaction
+#     update_scheduled_transaction:
 #       versions: ["1"]
-#     - name: update_password
+#     update_password:
 #       versions: ["1"]
 #   approver_roles: [account_holder]
 package tools.banking
@@ -133,7 +133,9 @@ deny contains {"rule": "amount_not_positive", "message": "transfer amount must b
 	not amount_positive
 }
 
-deny contains {"rule": "recipient_lookalike", "message": "recipient imitates a known payee with lookalike characters"} if {
+lookalike_message := "recipient imitates a known payee with lookalike characters"
+
+deny contains {"rule": "recipient_lookalike", "message": lookalike_message} if {
 	input.tool.name in transfer_tools
 	recipient_lookalike
 }
@@ -172,7 +174,7 @@ deny contains {"rule": "new_amount_not_positive", "message": "transfer amount mu
 	new_amount_invalid
 }
 
-deny contains {"rule": "new_recipient_lookalike", "message": "recipient imitates a known payee with lookalike characters"} if {
+deny contains {"rule": "new_recipient_lookalike", "message": lookalike_message} if {
 	input.tool.name == "update_scheduled_transaction"
 	recipient_lookalike
 }

@@ -6,7 +6,7 @@
 #   data.approvals.default_approver_roles).
 # custom:
 #   governs:
-#     - name: runCommand
+#     runCommand:
 #       versions: ["1"]
 #   approver_roles: default
 package tools.commands

@@ -83,14 +83,13 @@ quotable if {
 segments := lib.path_segments(path)
 
 # The path and every folder above it: "/srv/a/b" -> {"/srv", "/srv/a", "/srv/a/b"}.
-prefixes := {concat("/", array.concat([""], array.slice(segments, 0, n))) | some n in numbers.range(1, count(segments))} if {
+prefixes contains concat("/", array.concat([""], array.slice(segments, 0, n))) if {
 	lib.path_absolute(path)
-	count(segments) > 0
+	some n in numbers.range(1, count(segments))
+	n > 0
 }
 
-default prefixes := set()
-
-lower_prefixes := {lower(p) | some p in prefixes}
+lower_prefixes contains lower(p) if some p in prefixes
 
 # The normalized, lowercased path ("/" for the root).
 path_key := lower(lib.path_normalize(path))
@@ -121,7 +120,10 @@ path_problems contains {"rule": "path_backslash", "message": "path must not cont
 	contains(path, "\\")
 }
 
-path_problems contains {"rule": "protected_secret", "message": sprintf("path %s is a protected secret (%s)", [path, secret])} if {
+path_problems contains {
+	"rule": "protected_secret",
+	"message": sprintf("path %s is a protected secret (%s)", [path, secret]),
+} if {
 	quotable
 	some secret in (lower_prefixes & secret_paths)
 }
@@ -134,12 +136,18 @@ path_problems contains {
 	some fs_root in (lower_prefixes & pseudo_fs_roots)
 }
 
-path_problems contains {"rule": "secret_file_name", "message": sprintf("path %s names a secret file (%s)", [path, name])} if {
+path_problems contains {
+	"rule": "secret_file_name",
+	"message": sprintf("path %s names a secret file (%s)", [path, name]),
+} if {
 	quotable
 	some name in ({lower(s) | some s in segments} & secret_names)
 }
 
-path_problems contains {"rule": "secret_file_name", "message": sprintf("path %s names a secret file (*%s)", [path, extension])} if {
+path_problems contains {
+	"rule": "secret_file_name",
+	"message": sprintf("path %s names a secret file (*%s)", [path, extension]),
+} if {
 	quotable
 	name := lower(segments[count(segments) - 1])
 	contains(name, ".")

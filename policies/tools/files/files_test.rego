@@ -84,7 +84,7 @@ test_read_secret_variants_denied if {
 test_secret_list_from_the_family_data if {
 	fixtures.expect(read(fixtures.admin, "/srv/vault/key"), {
 		"reasons": ["path /srv/vault/key is a protected secret (/srv/vault)"],
-	}) with data.tools.files.secret_paths as {"/srv/vault"}
+	}) with files.secret_paths as {"/srv/vault"}
 }
 
 test_traversal_denied if {
@@ -184,9 +184,9 @@ test_delete_of_a_protected_path_or_a_parent_of_one_denied if {
 
 test_parent_check_holds_for_roots_that_hold_protected_paths if {
 	fixtures.expect(delete(fixtures.admin, "/srv/app"), {"denials": {"files.delete_protected_path"}})
-		with data.tools.files.secret_paths as {"/srv/app/secrets"}
+		with files.secret_paths as {"/srv/app/secrets"}
 	fixtures.expect(delete(fixtures.admin, "/srv/app2"), {"decision": "allow"})
-		with data.tools.files.secret_paths as {"/srv/app/secrets"}
+		with files.secret_paths as {"/srv/app/secrets"}
 }
 
 test_delete_outside_the_roots_denied if {

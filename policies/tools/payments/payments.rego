@@ -6,7 +6,7 @@
 #   (default_approval_amount, per tenant limits.payment_approval_amount) needs approval.
 # custom:
 #   governs:
-#     - name: processPayment
+#     processPayment:
 #       versions: ["1"]
 #   approver_roles: [approver]
 package tools.payments
@@ -41,7 +41,10 @@ approval_required contains {
 	amount > approval_amount
 }
 
-allow contains {"rule": "amount_within_threshold", "message": sprintf("a payment of at most %v", [approval_amount])} if {
+allow contains {
+	"rule": "amount_within_threshold",
+	"message": sprintf("a payment of at most %v", [approval_amount]),
+} if {
 	amount_positive
 	amount <= approval_amount
 }

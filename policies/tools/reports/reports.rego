@@ -8,7 +8,7 @@
 #   for any year 0000-9999.
 # custom:
 #   governs:
-#     - name: exportReport
+#     exportReport:
 #       versions: ["1"]
 #   approver_roles: default
 package tools.reports

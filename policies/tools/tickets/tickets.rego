@@ -6,7 +6,7 @@
 #   contract already validated the input, so a granted v1 call is allowed.
 # custom:
 #   governs:
-#     - name: createTicket
+#     createTicket:
 #       versions: ["1"]
 #   approver_roles: default
 package tools.tickets
