@@ -93,6 +93,8 @@ normalized_declaration(name, declaration) := {
 	"namespace": object.get(declaration, "namespace", ""),
 	"versions": _sorted_or_null(object.get(declaration, "versions", null)),
 	"shared_with": sort(object.get(declaration, "shared_with", [])),
+} if {
+	well_formed_declaration(declaration)
 }
 
 _sorted_or_null(null) := null

@@ -6,23 +6,32 @@ package toolgate.lib
 # that reads or deletes files must resolve the path (realpath) before it asks.
 
 # "/a//b/./c/" -> "/a/b/c"; a relative path stays relative ("a/./b" -> "a/b").
-path_normalize(p) := concat("", [_path_root(p), concat("/", path_segments(p))])
+path_normalize(p) := concat("", [_path_root(p), concat("/", path_segments(p))]) if is_string(p)
 
 # The segments of `p` without empty and "." segments.
-path_segments(p) := [segment | some segment in split(p, "/"); not segment in {"", "."}]
+path_segments(p) := [segment | some segment in split(p, "/"); not segment in {"", "."}] if is_string(p)
 
 _path_root(p) := "/" if startswith(p, "/")
 
 _path_root(p) := "" if not startswith(p, "/")
 
 # `p` is absolute.
-path_absolute(p) if startswith(p, "/")
+path_absolute(p) if {
+	is_string(p)
+	startswith(p, "/")
+}
 
 # `p` has a ".." segment ("/" or "\" separated).
-path_has_dot_dot(p) if regex.match(`(^|[/\\])\.\.([/\\]|$)`, p)
+path_has_dot_dot(p) if {
+	is_string(p)
+	regex.match(`(^|[/\\])\.\.([/\\]|$)`, p)
+}
 
 # `p` has a control character (U+0000-U+001F, U+007F).
-has_control_character(s) if regex.match(`[\x00-\x1f\x7f]`, s)
+has_control_character(s) if {
+	is_string(s)
+	regex.match(`[\x00-\x1f\x7f]`, s)
+}
 
 # `p` is `dir` or lies under it, after normalizing both; case-sensitive, as POSIX paths are.
 # Use it for allow-lists: "/SRV/x" is not under "/srv" on a case-sensitive file system.

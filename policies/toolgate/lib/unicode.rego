@@ -102,7 +102,10 @@ confusables := {
 }
 
 # `s` is printable ASCII only (U+0020-U+007E).
-ascii_printable(s) if regex.match(`^[\x20-\x7e]*$`, s)
+ascii_printable(s) if {
+	is_string(s)
+	regex.match(`^[\x20-\x7e]*$`, s)
+}
 
 # `s` with every confusable character replaced by the ASCII one it looks like.
 skeleton(s) := strings.replace_n(confusables, s) if is_string(s)

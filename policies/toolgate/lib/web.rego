@@ -46,9 +46,16 @@ _percent_decoded(s) := s if not regex.match(`^(?:[^%]|%[0-9A-Fa-f]{2})*$`, s)
 
 # `host` (lowercase) is `domain` or a subdomain of it ("mail.example.com" is in "example.com";
 # "badexample.com" is not).
-host_in_domain(host, domain) if host == _domain_normalize(domain)
+host_in_domain(host, domain) if {
+	is_string(domain)
+	host == _domain_normalize(domain)
+}
 
-host_in_domain(host, domain) if endswith(host, concat("", [".", _domain_normalize(domain)]))
+host_in_domain(host, domain) if {
+	is_string(host)
+	is_string(domain)
+	endswith(host, concat("", [".", _domain_normalize(domain)]))
+}
 
 _domain_normalize(d) := trim_suffix(lower(d), ".")
 
@@ -63,16 +70,24 @@ host_in_domains(host, domains) if {
 # browsers read as IPv4 ("2130706433", "0x7f.1", "0177.0.0.1").
 host_is_ip(host) if _ipv4(host)
 
-host_is_ip(host) if startswith(host, "[")
+host_is_ip(host) if {
+	is_string(host)
+	startswith(host, "[")
+}
 
-host_is_ip(host) if regex.match(`^(?:0x[0-9a-f]*|[0-9]+)(?:\.(?:0x[0-9a-f]*|[0-9]+)){0,3}$`, host)
+host_is_ip(host) if {
+	is_string(host)
+	regex.match(`^(?:0x[0-9a-f]*|[0-9]+)(?:\.(?:0x[0-9a-f]*|[0-9]+)){0,3}$`, host)
+}
 
 _ipv4(host) if {
+	is_string(host)
 	regex.match(`^[0-9]{1,3}(?:\.[0-9]{1,3}){3}$`, host)
 	net.cidr_is_valid(concat("", [host, "/32"]))
 }
 
 _ipv6(host) if {
+	is_string(host)
 	inner := trim_suffix(trim_prefix(host, "["), "]")
 	regex.match(`^[0-9a-f:.]+$`, inner)
 	net.cidr_is_valid(concat("", [inner, "/128"]))
@@ -126,6 +141,7 @@ multi_label_suffixes := {
 registrable_domain(host) := host if host_is_ip(host)
 
 registrable_domain(host) := _last_labels(host, _suffix_labels(host) + 1) if {
+	is_string(host)
 	not host_is_ip(host)
 	count(split(host, ".")) > _suffix_labels(host)
 }
