@@ -19,12 +19,13 @@ conventions for HTTP spans (https://opentelemetry.io/docs/specs/semconv/http/htt
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from app.settings import Settings, SettingsError
 
-#: (phase name, start, end): epoch nanoseconds, as ``app.pipeline.Phases`` records them.
+#: (phase name, start, end): epoch nanoseconds, as ``app.decide.phases.Phases`` records them.
 PhaseSpan = tuple[str, int, int]
 
 

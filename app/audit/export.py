@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Iterable
 from dataclasses import fields
-from typing import Any, Iterable, TextIO
+from typing import Any, TextIO
 
-from app.audit import AuditRecord
+from app.audit.records import AuditRecord
 
 #: CSV header and JSON key order: every record field, then the chain fields.
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(AuditRecord))

@@ -2,27 +2,28 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, jsonify
+from flask import Blueprint, Response, jsonify
 
 from app.errors import ToolgateError
+from app.web.context import current_deps
 from app.web.requests import request_id
 
 bp = Blueprint("health", __name__)
 
 
 @bp.get("/healthz")
-def healthz():
+def healthz() -> Response:
     """Liveness: ``200 {"status": "ok"}`` while the process serves requests."""
     return jsonify({"status": "ok", "request_id": request_id()})
 
 
 @bp.get("/readyz")
-def readyz():
+def readyz() -> tuple[Response, int]:
     """Readiness: ``{"status": "ok"|"unavailable", "checks": {name: "ok"|"unavailable"}}``;
-    ``200`` when every check passes, ``503`` otherwise. Checks: the policy engine answers."""
-    deps = current_app.extensions["toolgate"]
+    ``200`` when every check passes, ``503`` otherwise. Checks: the policy engine answers,
+    the decision log answers."""
     checks = {}
-    for name, probe in deps.readiness_checks().items():
+    for name, probe in current_deps().readiness_checks().items():
         try:
             probe()
             checks[name] = "ok"

@@ -12,18 +12,22 @@ from dataclasses import dataclass, replace
 import pytest
 from redis.crc import key_slot
 
-from app.contract_models import MODEL_CONTRACTS
+from app.contracts.builtin import BUILTIN_CONTRACTS
 from app.errors import Conflict, DependencyUnavailable, NotFound, ValidationFailed
 from app.fingerprint import fingerprint
-from app.idempotency import IdempotencyStore, PendingCall, Scope, Stored, call_key, prepare, validate_key
-from app.models import Subject
+from app.decide import reservations
+from app.decide.stages import DecideCall, Parsed, Validated
+from app.decide.validation import validate
+from app.idempotency.keys import Scope, call_key, validate_key
+from app.idempotency.store import IdempotencyStore, PendingCall, Stored
+from app.models import DecideRequest, Subject
 from app.redis_client import RedisConnection, build_redis
 from app.settings import Settings
 from tests.support.redis_cluster import RedisClusterHarness
 from tests.support.servers import free_port
 
-CREATE_TICKET = next(c for c in MODEL_CONTRACTS if c.name == "createTicket")
-EXPORT_REPORT = next(c for c in MODEL_CONTRACTS if c.name == "exportReport")
+CREATE_TICKET = next(c for c in BUILTIN_CONTRACTS if c.name == "createTicket")
+EXPORT_REPORT = next(c for c in BUILTIN_CONTRACTS if c.name == "exportReport")
 TICKET = {"id": "T-1", "title": "Printer", "status": "open", "priority": "normal"}
 
 
@@ -63,8 +67,8 @@ def backend(request, redis_server):
     redis.close()
 
 
-def _scope(tenant: str = "acme", key: str | None = None) -> Scope:
-    return Scope(tenant, key or f"k-{uuid.uuid4().hex}")
+def _scope(tenant: str = "acme", key: str | None = None, subject: str = "u-1") -> Scope:
+    return Scope(tenant, subject, key or f"k-{uuid.uuid4().hex}")
 
 
 def _call(scope: Scope, *, subject: str = "u-1", lease_s: int = 60, retry_safe: bool = False, payload: str = "a") -> PendingCall:
@@ -113,15 +117,16 @@ def test_a_non_string_key_field_is_400():
 
 def test_redis_key_names_hide_the_user_key_and_share_one_slot():
     for key in ["*", "a:b", "{x}", "k}:lease", "a b", "[abc]"]:
-        record, lease = Scope("acme", key).redis_keys
+        record, lease = Scope("acme", "u-1", key).redis_keys
         assert key not in record.removeprefix("toolgate:idem:") and key not in lease.removeprefix("toolgate:idem:")
         assert key_slot(record.encode()) == key_slot(lease.encode())
         assert record.startswith("toolgate:idem:{") and record.endswith("}:record")
 
 
-def test_tenant_and_key_cannot_be_shifted_into_each_other():
-    pairs = [("a:b", "c"), ("a", "b:c"), ("a", "bc"), ("ab", "c"), ('a","b', "c"), ("a", '","bc')]
-    assert len({Scope(t, k).tag for t, k in pairs}) == len(pairs)
+def test_tenant_subject_and_key_cannot_be_shifted_into_each_other():
+    triples = [("a:b", "s", "c"), ("a", "s", "b:c"), ("a", "s", "bc"), ("ab", "s", "c"), ('a","b', "s", "c"),
+               ("a", "s", '","bc'), ("a", "s:c", "k"), ("a:s", "c", "k"), ("a", "sc", "k")]
+    assert len({Scope(t, s, k).tag for t, s, k in triples}) == len(triples)
 
 
 # --- the state machine ------------------------------------------------------------------------
@@ -170,7 +175,7 @@ def test_completed_is_replayed(backend):
     assert store.inspect(scope, call.fingerprint, retry_safe=False) == Stored("completed", result=TICKET)
     assert store.claim(call) == Stored("completed", result=TICKET)  # claim never overwrites
     settled = store.settle(replace(call, stored=None))
-    assert settled == {"key": scope.key, "state": "replayed", "replayed": True, "outcome": "completed", "result": TICKET}
+    assert settled.model_dump(exclude_unset=True) == {"key": scope.key, "state": "replayed", "replayed": True, "outcome": "completed", "result": TICKET}
 
 
 def test_other_fingerprint_is_422_and_leaves_the_record(backend):
@@ -212,7 +217,7 @@ def test_only_the_reserving_subject_may_report(backend):
     with pytest.raises(NotFound):
         store.complete(scope, "u-2", TICKET, token=token)
     with pytest.raises(NotFound):
-        store.fail(Scope("other-tenant", scope.key), "u-1", retryable=True, reason="x", token=token)
+        store.fail(Scope("other-tenant", "u-1", scope.key), "u-1", retryable=True, reason="x", token=token)
     with pytest.raises(NotFound):
         store.reserved_tool(scope, "u-2")
     assert store.reserved_tool(scope, "u-1") == ("createTicket", "1")
@@ -292,28 +297,47 @@ def test_operator_resolution(backend):
         store.resolve(gone, "completed")
     assert store.resolve(unknown, "completed") == "completed"
     assert store.inspect(unknown, _call(unknown).fingerprint, retry_safe=False) == Stored("completed", result=None)
-    assert store.resolve(unknown, "released") == "released"
+    assert store.resolve(unknown, "released") == "released"  # an operator corrects an operator
     assert store.inspect(unknown, _call(unknown).fingerprint, retry_safe=False) is None
+
+
+def test_a_completed_call_cannot_be_released(backend):
+    """Releasing a record the tool service reported completed would let a retry run it again."""
+    store, scope = backend.store(), _scope()
+    token, _ = store.claim(_call(scope))
+    store.complete(scope, "u-1", TICKET, token=token)
+    with pytest.raises(Conflict) as err:
+        store.resolve(scope, "released")
+    assert err.value.retryable is False and err.value.details == {"state": "completed"}
+    assert store.inspect(scope, _call(scope).fingerprint, retry_safe=False) == Stored("completed", result=TICKET)
 
 
 def test_settle_reserves_and_reports_the_lease(backend):
     store, scope = backend.store(lease_s=45), _scope()
     info = store.settle(_call(scope, lease_s=45))
-    assert info["state"] == "reserved" and info["replayed"] is False and info["key"] == scope.key
-    assert info["lease_expires_at"].endswith("Z") and len(info["reservation_token"]) == 32
+    assert info.state == "reserved" and info.replayed is False and info.key == scope.key
+    assert info.lease_expires_at is not None and info.lease_expires_at.endswith("Z")
+    assert info.reservation_token is not None and len(info.reservation_token) == 32
 
 
-def test_prepare_uses_the_contract_lease_and_retry_safety(backend):
-    store = backend.store(lease_s=60)
+def _validated(contract, data: dict, header_key: str | None) -> Validated:
+    """The validated stage of an exportReport call by u-1 of acme."""
+    call = DecideCall(request_id="r", authorization=(), body=b"{}", idempotency_key=header_key)
     subject = Subject(id="u-1", tenant="acme", roles=("support_agent",))
+    request = DecideRequest(tool="exportReport", version="1", input=data)
+    parsed = Parsed(call=call, subject=subject, request=request, contract=contract, sensitive_paths=())
+    return validate(parsed, Settings())
+
+
+def test_check_uses_the_contract_lease_and_retry_safety(backend):
+    store = backend.store(lease_s=60)
     data = {"start_date": "2025-01-01", "end_date": "2025-01-31"}
     lease_override = replace(EXPORT_REPORT, meta=EXPORT_REPORT.meta.model_copy(update={"lease_s": 7}))
-    pending = prepare(store, header_key="r-1", subject=subject, tool="exportReport", version="1",
-                      contract=lease_override, normalized_input=data)
+    pending = reservations.check(_validated(lease_override, data, "r-1"), store)
+    assert pending is not None
     assert pending.lease_s == 7 and pending.retry_safe is True and pending.stored is None
     assert pending.fingerprint == fingerprint("acme", "u-1", "exportReport", "1", data)
-    assert prepare(store, header_key=None, subject=subject, tool="exportReport", version="1",
-                   contract=EXPORT_REPORT, normalized_input=data) is None
+    assert reservations.check(_validated(EXPORT_REPORT, data, None), store) is None
 
 
 def test_one_claim_wins_among_50_threads(backend):
@@ -349,17 +373,17 @@ def test_scripts_reload_after_a_script_flush(backend):
 
 def test_hostile_keys_reach_only_their_own_record(backend):
     store = backend.store()
-    victim = Scope("acme", "k")
+    victim = Scope("acme", "u-1", "k")
     token, _ = store.claim(_call(victim))
     store.complete(victim, "u-1", TICKET, token=token)
     for key in ["*", "?", "[k]", "k*", "k:record", "{k}", "k}:record", "acme:k", " k", "k "]:
         for tenant in ("acme", "evil"):
-            attacker = Scope(tenant, key)
+            attacker = Scope(tenant, "u-1", key)
             call = _call(attacker)
             assert store.inspect(attacker, call.fingerprint, retry_safe=False) is None
             with pytest.raises(NotFound):
                 store.complete(attacker, "u-1", {"id": "pwned"})
-    evil = Scope("evil", "k")
+    evil = Scope("evil", "u-1", "k")
     assert store.inspect(evil, _call(evil).fingerprint, retry_safe=False) is None
     assert store.inspect(victim, _call(victim).fingerprint, retry_safe=False).result == TICKET
 

@@ -1,0 +1,228 @@
+"""SQLite backend of the decision log (the default): one file, WAL journal, one connection per
+thread, a busy timeout, writers serialised by ``BEGIN IMMEDIATE``.
+
+Before ``BEGIN IMMEDIATE`` a writer takes its turn: a lock of this process, then ``flock`` on
+``<path>.lock`` between processes (gunicorn workers). Waiters sleep in the kernel and wake as
+soon as the writer commits; without this, concurrent writers met SQLite's busy handler, which
+sleeps up to 100 ms between retries (the benchmark's decide p99 was 0.8 s at 250 req/s).
+
+Appends are group-committed: records that threads of one process append while another
+append is being written wait, and the next writer commits all of them in one transaction (one
+fsync with ``synchronous=FULL``, which otherwise bounds a process to one record per fsync).
+Each caller still returns only after its own record is committed; a group that fails is
+retried one record per transaction, so a bad record fails only its own call.
+
+The file and its folder are created on first start. ``synchronous=FULL`` (the default) makes
+each committed record survive a power loss; ``NORMAL`` survives a process crash only.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from app.audit.records import AuditEvent, AuditRecord
+from app.audit.sql_store import SqlDecisionStore
+from app.audit.sql_writer import canonical_members_or_unavailable
+from app.errors import DependencyUnavailable
+
+log = logging.getLogger(__name__)
+
+_SYNCHRONOUS = ("NORMAL", "FULL", "EXTRA")
+
+
+def _unavailable(exc: BaseException) -> DependencyUnavailable:
+    return DependencyUnavailable("the decision log is unavailable", log_detail=f"sqlite: {exc}")
+
+
+class _Pending:
+    """One queued append: the event and its canonical members, then its record or the error
+    that stopped it."""
+
+    __slots__ = ("error", "event", "members", "record")
+
+    def __init__(self, event: AuditEvent, members: dict[str, bytes]) -> None:
+        self.event = event
+        self.members = members
+        self.record: AuditRecord | None = None
+        self.error: BaseException | None = None
+
+
+class SqliteDecisionStore(SqlDecisionStore):
+    """The decision log in the SQLite file ``path``. Thread-safe (a connection per thread);
+    build it after fork. Raises ``ValueError`` for an unknown ``synchronous`` level."""
+
+    _schema_exists_sql = "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'decision_schema'"
+
+    def __init__(self, path: str | Path, *, timeout_ms: int = 5000, synchronous: str = "FULL") -> None:
+        super().__init__()
+        if synchronous.upper() not in _SYNCHRONOUS:
+            raise ValueError(f"sqlite synchronous must be one of {_SYNCHRONOUS}")
+        self.path = Path(path)
+        self._timeout_ms = int(timeout_ms)
+        self._synchronous = synchronous.upper()
+        self._local = threading.local()
+        self._connections: set[sqlite3.Connection] = set()
+        self._lock = threading.Lock()
+        self._writer_turn = threading.Lock()
+        self._group = threading.Condition()
+        self._queue: list[_Pending] = []
+        self._writing = False
+        self._lock_fd: int | None = None
+        self._lock_pid: int | None = None
+        try:
+            self.ensure_schema()
+        except DependencyUnavailable as exc:
+            log.warning("decision log not ready at start", extra={"event": "decision_log_unready", "detail": exc.log_detail})
+
+    def _connection(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(self.path, timeout=self._timeout_ms / 1000, isolation_level=None, check_same_thread=False)
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {self._timeout_ms}")
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            conn.execute("PRAGMA journal_mode = WAL").fetchone()
+        except sqlite3.Error:
+            conn.close()
+            raise
+        self._local.conn = conn
+        with self._lock:
+            self._connections.add(conn)
+        return conn
+
+    def _discard(self, conn: sqlite3.Connection) -> None:
+        """Drop this thread's connection after a failure so the next call opens a fresh one."""
+        self._local.conn = None
+        with self._lock:
+            self._connections.discard(conn)
+        try:
+            conn.close()
+        except sqlite3.Error:
+            log.debug("closing a failed sqlite connection failed", exc_info=True)
+
+    def append(self, event: AuditEvent) -> AuditRecord:
+        """Append ``event`` (group commit, see the module docstring); returns its record once it
+        is committed. Raises ``DependencyUnavailable`` when the store cannot write it."""
+        self.ensure_schema()
+        pending = _Pending(event, canonical_members_or_unavailable(event))
+        with self._group:
+            self._queue.append(pending)
+            # Wait until another writer committed this record, or become the writer.
+            while pending.record is None and pending.error is None and self._writing:
+                self._group.wait()
+            group: list[_Pending] = []
+            if pending.record is None and pending.error is None:
+                self._writing = True
+                group, self._queue = self._queue, []
+        if group:
+            try:
+                self._commit_group(group)
+            finally:
+                with self._group:
+                    self._writing = False
+                    self._group.notify_all()
+        if pending.error is not None:
+            raise pending.error
+        assert pending.record is not None
+        return pending.record
+
+    def _commit_group(self, group: list[_Pending]) -> None:
+        """Write ``group`` in one transaction; on failure, each record alone (see module doc)."""
+        try:
+            with self._write() as cur:
+                records = self._append_in(cur, [(pending.event, pending.members) for pending in group])
+        except Exception as exc:
+            if len(group) > 1:
+                for pending in group:
+                    self._commit_group([pending])
+                return
+            if not isinstance(exc, DependencyUnavailable):
+                log.error("decision record could not be written", exc_info=exc, extra={"event": "audit_append_bug"})
+                exc = DependencyUnavailable(
+                    "the decision log is unavailable", log_detail=f"record could not be written: {type(exc).__name__}"
+                )
+            group[0].error = exc
+            return
+        for pending, record in zip(group, records, strict=True):
+            pending.record = record
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Cursor]:
+        with self._writer_turn:
+            lock_fd = self._lock_file()
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            try:
+                with self._transaction() as cur:
+                    yield cur
+            finally:
+                fcntl.flock(lock_fd, fcntl.LOCK_UN)
+
+    def _lock_file(self) -> int:
+        """This process's descriptor of ``<path>.lock`` (reopened after fork: a ``flock`` is
+        shared by the descriptors a fork copies). Raises ``DependencyUnavailable``."""
+        if self._lock_fd is None or self._lock_pid != os.getpid():
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._lock_fd = os.open(f"{self.path}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            except OSError as exc:
+                raise _unavailable(exc) from exc
+            self._lock_pid = os.getpid()
+        return self._lock_fd
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Cursor]:
+        try:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+        except (sqlite3.Error, OSError) as exc:
+            raise _unavailable(exc) from exc
+        try:
+            yield conn.cursor()
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._rollback(conn)
+            self._discard(conn)
+            raise _unavailable(exc) from exc
+        except BaseException:
+            self._rollback(conn)
+            raise
+
+    @staticmethod
+    def _rollback(conn: sqlite3.Connection) -> None:
+        if conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                log.debug("sqlite rollback failed", exc_info=True)
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Cursor]:
+        conn = None
+        try:
+            conn = self._connection()
+            yield conn.cursor()
+        except (sqlite3.Error, OSError) as exc:
+            if conn is not None:
+                self._discard(conn)
+            raise _unavailable(exc) from exc
+
+    def close(self) -> None:
+        """Close every connection this store opened (any thread)."""
+        with self._lock:
+            connections, self._connections = self._connections, set()
+        for conn in connections:
+            conn.close()
+        self._local = threading.local()
+        with self._writer_turn:
+            if self._lock_fd is not None and self._lock_pid == os.getpid():
+                os.close(self._lock_fd)
+            self._lock_fd = None
