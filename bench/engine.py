@@ -22,9 +22,10 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from bench.stack import PROJECT_ROOT
 
@@ -82,7 +83,6 @@ def run_engine_bench(duration_s: float = 5.0, policy_dir: Path | None = None) ->
 
     from app.engine.embedded import EmbeddedEngine
     from app.policy_testing import load_bundle
-
     from app.settings import Settings
 
     policy_dir = policy_dir or PROJECT_ROOT / "policies"

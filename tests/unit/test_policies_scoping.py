@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from opa_bindings import OpaEngine
 
-from app.contracts import ContractRegistry
+from app.contracts.registry import ContractRegistry
 from app.policy_testing import load_bundle
 from tests.conftest import CONTRACTS_DIR, POLICY_DIR, shared_dir
 from tests.support.decision_cases import CASES
