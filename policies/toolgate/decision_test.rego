@@ -429,10 +429,3 @@ test_dynamic_tool_with_a_registered_name_skips_family_allow if {
 		"rules": {"toolgate.dynamic_tool_needs_approval"},
 	})
 }
-
-# --- the assertion helpers print and fail ----------------------------------------------------
-
-test_expect_is_false_on_a_mismatch if {
-	not fixtures.expect(ticket_call, {"decision": "deny"})
-	not fixtures.same(1, 2)
-}

@@ -60,8 +60,8 @@ def test_package_paths_mirror_folders():
         assert _package(path) == expected, path
 
 
-def test_six_families_each_with_a_test_file():
-    assert [p.parent.name for p in FAMILY_FILES] == ["banking", "commands", "files", "payments", "reports", "tickets"]
+def test_the_shipped_families_each_with_a_test_file():
+    assert {"banking", "commands", "files", "payments", "reports", "tickets"} <= {p.parent.name for p in FAMILY_FILES}
     for path in FAMILY_FILES:
         assert path.stem == path.parent.name
         assert path.with_name(f"{path.stem}_test.rego").is_file()

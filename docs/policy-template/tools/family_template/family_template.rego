@@ -17,7 +17,7 @@ package tools.family_template
 import data.toolgate.lib
 
 # The tools this family governs: only calls of these reach its rules.
-governs.sendEmail := {"versions": ["1"]}
+governs["sendEmail"] := {"versions": ["1"]}
 
 # Who may approve this family's approval_required rules.
 approver_roles := ["mail_approver"]
