@@ -310,7 +310,19 @@ default decision := {
 	"matched_rules": [{"id": "toolgate.no_rule_allows", "effect": "deny", "message": "no policy rule allows this call"}],
 }
 
-decision := {"decision": "deny", "reasons": deny_reasons, "matched_rules": matched_rules} if {
+decision := {"decision": "allow", "reasons": ["allowed by policy"], "matched_rules": sort(allowances)} if {
+	# The common case first, decided from the family's sets alone (what the full resolution
+	# below answers for it, with less work): granted, one family, no deny, no approval rule,
+	# an allow, no rejected approval.
+	input.tool.registered == true
+	tool_granted
+	count(families) == 1
+	count(family_denials) == 0
+	count(family_approvals) == 0
+	count(malformed) == 0
+	count(allowances) > 0
+	not input.approval.approved == false
+} else := {"decision": "deny", "reasons": deny_reasons, "matched_rules": matched_rules} if {
 	count(denials) > 0
 } else := {
 	"decision": "user-approval",
