@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 from app.vocabulary import (
     CALL_ID_PATTERN,
     DECISION_ID_PATTERN,
+    NAMESPACE_PATTERN,
     RESERVATION_TOKEN_PATTERN,
     TOOL_NAME_PATTERN,
     VERSION_PATTERN,
@@ -58,6 +59,9 @@ class DecideRequest(BaseModel):
 
     tool: str = Field(pattern=TOOL_NAME_PATTERN, description="Tool name, exact contract name.")
     version: str = Field(default="1", pattern=VERSION_PATTERN, description="Contract version.")
+    namespace: str = Field(
+        default="", pattern=NAMESPACE_PATTERN, description="The tool suite's namespace (empty: the default namespace)."
+    )
     tool_call_id: str | None = Field(
         default=None, pattern=CALL_ID_PATTERN, description="The model's tool call id (printable ASCII, 1-128)."
     )
@@ -78,10 +82,12 @@ class DecideRequest(BaseModel):
 
 
 class ToolRef(BaseModel):
-    """A tool name and contract version as echoed in responses."""
+    """A tool name and contract version as echoed in responses, with its namespace when it is
+    not the default one."""
 
     name: str
     version: str
+    namespace: str | None = None
 
 
 class PolicyDecision(BaseModel):
@@ -265,6 +271,7 @@ class ToolDescription(BaseModel):
 
     name: str
     version: str
+    namespace: str
     description: str
     mutating: bool
     risk: Literal["low", "medium", "high"]

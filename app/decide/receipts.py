@@ -35,7 +35,7 @@ def receipt_claims(stage: Prepared, decision: PolicyDecision, policy_revision: s
         iat=int(time.time()),
         tenant=stage.subject.tenant,
         subject=stage.subject.id,
-        tool=stage.tool.name,
+        tool=stage.tool.qualified,
         version=stage.tool.version,
         input_fingerprint=stage.fingerprint,
         decision=decision.decision,
