@@ -36,7 +36,7 @@ class ContractMetadata(BaseModel):
 
     name: str = Field(pattern=TOOL_NAME_PATTERN)
     version: str = Field(pattern=VERSION_PATTERN)
-    namespace: str = Field("", pattern=NAMESPACE_PATTERN)
+    namespace: str = Field(default="", pattern=NAMESPACE_PATTERN)
     description: str = ""
     mutating: bool
     risk: Risk
