@@ -83,6 +83,7 @@ class PolicyDecision(BaseModel):
     #: True when the engine's answer was unusable and this deny was made by normalization.
     normalized_from_invalid: bool = False
     engine_decision_id: str | None = None
+    policy_revision: str | None = None
 
 
 class ErrorInfo(BaseModel):

@@ -529,7 +529,7 @@ def _decide_authenticated(deps: Deps, ctx: DecideContext) -> dict[str, Any]:
         "reasons": list(decision.reasons),
         "decision_id": ctx.decision_id,
         "request_id": call.request_id,
-        "policy_revision": deps.engine.revision(),
+        "policy_revision": decision.policy_revision or deps.engine.revision(),
         "tool": {"name": tool.name, "version": tool.version},
         "input": redact(ctx.normalized_input, ctx.sensitive_paths)[0],
     }

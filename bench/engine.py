@@ -70,7 +70,7 @@ def run_engine_bench(duration_s: float = 5.0, policy_dir: Path | None = None) ->
     from opa_bindings import OpaEngine
 
     from app.engine.embedded import EmbeddedEngine
-    from app.policy_testing import load_bundle
+    from app.policy.bundle import load_bundle
 
     from app.settings import Settings
 

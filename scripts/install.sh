@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Install everything toolgate needs on a Debian machine (run as root): system packages,
-# a virtualenv in .venv with the embedded OPA engine and the project with its test extras.
-# Idempotent: a second run only re-installs when pyproject.toml changed.
+# a virtualenv in .venv with the embedded OPA engine and the project with its test extras,
+# and the pinned OPA toolchain (tools/versions.env) built from its Go module into .tools/bin.
+# Idempotent: the venv is re-installed only when pyproject.toml changed, OPA only when
+# .tools/bin/opa does not report the pinned version.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +23,8 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 # redis-server from Debian starts a system service; toolgate starts its own where it needs one.
+
+bash scripts/install-opa.sh
 
 stamp=".venv/.toolgate-installed"
 want="$(sha256sum pyproject.toml scripts/install.sh | sha256sum | cut -c1-16)"
