@@ -17,6 +17,7 @@ command -v git >/dev/null || need_apt+=(git)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 command -v chattr >/dev/null || need_apt+=(e2fsprogs)
 command -v wrk >/dev/null || need_apt+=(wrk)  # load generator of the benchmark (bench/)
+command -v curl >/dev/null || need_apt+=(curl)  # scripts/serve.sh waits for the OPA sidecar with it
 if [ ${#need_apt[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
