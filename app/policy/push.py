@@ -17,6 +17,19 @@ class PushError(RuntimeError):
     """OPA refused a file (the message names it and quotes OPA) or could not be reached."""
 
 
+def _put_value(client: object, path: str, value: object) -> None:
+    """PUT a non-object JSON value (opa-python-client's ``update_or_create_data`` takes objects
+    only), through the client's own session and timeout."""
+    from opa_client.errors import RegoParseError
+
+    resp = client._session.put(  # type: ignore[attr-defined]
+        f"{client.root_url}/data/{path}", json=value, timeout=client.timeout  # type: ignore[attr-defined]
+    )
+    if resp.status_code != 204:
+        body = resp.json() if resp.content else {}
+        raise RegoParseError(body.get("code"), body.get("message"))
+
+
 def push_directory(client: object, policy_dir: Path) -> list[str]:
     """Push every data file, then every module, of ``policy_dir``; returns the pushed paths.
     ``client`` is an ``opa_client.opa.OpaClient``. Raises ``PushError`` at the first refusal."""
@@ -34,7 +47,14 @@ def push_bundle(client: object, bundle: PolicyBundle) -> list[str]:
         for rel in bundle.data_files:
             value = json.loads(bundle.files[rel])
             endpoint = "/".join(PurePosixPath(rel).parent.parts)
-            client.update_or_create_data(value, endpoint)  # type: ignore[attr-defined]
+            # The root document is written key by key: OPA answers PUT /v1/data/ with a redirect.
+            parts = value.items() if not endpoint and isinstance(value, dict) else [(None, value)]
+            for key, part in parts:
+                path = endpoint if key is None else key
+                if isinstance(part, dict):
+                    client.update_or_create_data(part, path)  # type: ignore[attr-defined]
+                else:
+                    _put_value(client, path, part)
             pushed.append(rel)
         for rel in bundle.modules:
             client.update_policy_from_string(bundle.files[rel].decode("utf-8"), rel, rego_compat=False)  # type: ignore[attr-defined]
