@@ -72,3 +72,32 @@ def test_the_decision_record_names_the_revision_of_the_real_server(make_app, rea
     records = list(app.extensions["toolgate"].decision_reader.iter_records(DecisionQuery()))
     assert [r.policy_revision for r in records] == [read_directory(POLICY_DIR).revision]
     assert [r.engine for r in records] == ["opa"]
+
+
+def test_banking_replay_through_real_gateways_is_identical_under_both_engines(real_opa, redis_server, tmp_path):
+    """``toolgate replay`` of the AgentDojo banking calls through two gunicorn gateways, one per
+    engine: the same text output, line for line."""
+    import subprocess
+    import sys
+
+    from tests.conftest import PROJECT_ROOT
+    from tests.support.gateway import GatewayProcess
+
+    outputs = {}
+    for engine in ("embedded", "opa"):
+        gateway = GatewayProcess({
+            "TOOLGATE_ENGINE": engine, "TOOLGATE_OPA_URL": real_opa.url, "TOOLGATE_REDIS_URL": redis_server.url,
+            "TOOLGATE_AUDIT_DSN": str(tmp_path / f"{engine}.sqlite"),
+        }).start()
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "app.cli", "replay", str(BANKING_CALLS), "--url", gateway.url,
+                 "--sub", "emma", "--tenant", "bank-demo", "--role", "account_holder"],
+                cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
+            )
+        finally:
+            gateway.stop()
+        assert done.returncode == 0, done.stderr[-2000:]
+        outputs[engine] = done.stdout
+    assert outputs["embedded"] == outputs["opa"]
+    assert "errors               0" in outputs["opa"] and "total               45" in outputs["opa"]
