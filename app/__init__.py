@@ -1,25 +1,40 @@
 """toolgate: a policy decision point for AI tool calls.
 
 ``create_app(settings=None, deps=None)`` is the one place where objects are built and wired.
+Nothing is imported here at module level, so ``import app.errors`` loads ``app`` and
+``app.errors`` only; the layers below are imported when the app is built.
 """
 
 from __future__ import annotations
 
-from flask import Flask
+from typing import TYPE_CHECKING
 
-from app.pipeline import Deps
-from app.settings import Settings, load_settings
+if TYPE_CHECKING:
+    from flask import Flask
+
+    from app.contracts.registry import ContractRegistry
+    from app.decide.deps import Deps
+    from app.engine.base import PolicyEngine
+    from app.settings import Settings
 
 
-def build_deps(settings: Settings) -> Deps:
-    """Build the pipeline's collaborators from settings (no network, no engine loaded yet)."""
-    from app.audit import open_from_settings
-    from app.auth import TokenVerifier
-    from app.contracts import ContractRegistry
+def build_deps(
+    settings: Settings, *, engine: PolicyEngine | None = None, contracts: ContractRegistry | None = None
+) -> Deps:
+    """Build the collaborators from settings (no network, no engine loaded yet). ``engine`` and
+    ``contracts`` may be passed in already built (tests share one across apps).
+
+    Raises ``SettingsError`` for an unusable key configuration and ``ContractLoadError`` for a
+    bad contract.
+    """
+    from app.approvals.service import ApprovalService
+    from app.audit.stores import open_from_settings
+    from app.auth.verifier import TokenVerifier
+    from app.contracts.registry import ContractRegistry
+    from app.decide.deps import Deps
+    from app.decide.recorder import Recorder
     from app.engine import build_engine
-    from app.approvals import ApprovalService
-    from app.grants import GrantSigner
-    from app.idempotency import IdempotencyStore
+    from app.idempotency.store import IdempotencyStore
     from app.redis_client import build_redis
 
     redis = build_redis(settings)  # the one Redis client of this process; share it
@@ -27,20 +42,14 @@ def build_deps(settings: Settings) -> Deps:
     return Deps(
         settings=settings,
         verifier=TokenVerifier(settings),
-        contracts=ContractRegistry.load(settings.contracts_dir),
-        engine=build_engine(settings),
-        idempotency=IdempotencyStore(
-            redis, lease_s=settings.idempotency_lease_s, retention_s=settings.idempotency_retention_s
-        ),
-        approvals=ApprovalService(
-            redis,
-            GrantSigner(settings.approval_signing_keys),
-            default_ttl_s=settings.approval_default_ttl_s,
-            default_approver_roles=settings.approval_default_approver_roles,
-            self_approve_roles=settings.approval_self_approve_roles,
-        ),
+        contracts=contracts or ContractRegistry.load(settings.contracts_dir),
+        engine=engine or build_engine(settings),
+        redis=redis,
+        idempotency=IdempotencyStore.from_settings(redis, settings),
+        approvals=ApprovalService.from_settings(redis, settings),
         decision_log=decision_store,
         decision_reader=decision_store,
+        recorder=Recorder(decision_store, key_hash_secret=settings.audit_key_hash_secret.get_secret_value()),
     )
 
 
@@ -49,8 +58,11 @@ def create_app(settings: Settings | None = None, deps: Deps | None = None) -> Fl
 
     Raises ``SettingsError`` for invalid settings and ``ContractLoadError`` for a bad contract.
     """
+    from flask import Flask
+
     from app import web
     from app.logs import configure_logging
+    from app.settings import load_settings
     from app.tracing import build_tracer
 
     settings = settings or (deps.settings if deps else load_settings())
@@ -59,8 +71,8 @@ def create_app(settings: Settings | None = None, deps: Deps | None = None) -> Fl
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     # "/v1/executions//k/complete" must not be redirected to the record of key "k".
     app.url_map.merge_slashes = False
-    app.json.sort_keys = False
-    app.json.compact = True
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.json.compact = True  # type: ignore[attr-defined]
     app.extensions["toolgate"] = deps or build_deps(settings)
     app.extensions["toolgate_tracer"] = build_tracer(settings)
     web.register(app)

@@ -32,7 +32,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _token(args: argparse.Namespace) -> int:
-    from app.auth import mint_dev_token
+    from app.auth.dev_tokens import mint_dev_token
 
     settings = load_settings()
     try:
@@ -59,59 +59,39 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _idempotency_resolve(args: argparse.Namespace) -> int:
     """Settle a blocked idempotency record; prints ``{"tenant", "key", "state"}`` as JSON.
-    Exit 1 when there is no record, its lease is still running, or Redis is unavailable."""
+    Exit 1 when there is no record, its lease is still running, Redis or the decision log is
+    unavailable; 2 for a malformed key."""
     import json
 
+    from app.audit.stores import open_from_settings
+    from app.decide.resolutions import resolve
     from app.errors import ToolgateError, ValidationFailed
-    from app.idempotency import IdempotencyStore, Scope, validate_key
+    from app.idempotency.keys import Scope, validate_key
+    from app.idempotency.store import IdempotencyStore
     from app.redis_client import build_redis
 
     settings = load_settings()
-    redis = build_redis(settings)
-    store = IdempotencyStore(redis, lease_s=settings.idempotency_lease_s, retention_s=settings.idempotency_retention_s)
     try:
-        state = store.resolve(Scope(args.tenant, validate_key(args.key)), args.outcome)
+        scope = Scope(args.tenant, validate_key(args.key))
     except ValidationFailed as exc:
         print(f"toolgate idempotency resolve: {exc.message}", file=sys.stderr)
         return 2
+    redis = build_redis(settings)
+    log = open_from_settings(settings)
+    try:
+        state = resolve(
+            IdempotencyStore.from_settings(redis, settings), log,
+            key_hash_secret=settings.audit_key_hash_secret.get_secret_value(), scope=scope, resolution=args.outcome,
+        )
     except ToolgateError as exc:
         detail = f" ({exc.log_detail})" if exc.log_detail else ""
         print(f"toolgate idempotency resolve: {exc.message}{detail}", file=sys.stderr)
         return 1
     finally:
         redis.close()
-    try:
-        _record_resolution(settings, args.tenant, args.key, state)
-    except ToolgateError as exc:
-        print(f"toolgate idempotency resolve: resolved as {state}, but the decision log could not record it: "
-              f"{exc.log_detail or exc.message}", file=sys.stderr)
-        return 1
+        log.close()
     print(json.dumps({"tenant": args.tenant, "key": args.key, "state": state}))
     return 0
-
-
-def _record_resolution(settings, tenant: str, key: str, state: str) -> None:
-    """Append the ``idempotency_resolve`` record (DESIGN §6) for an operator's resolution; the
-    operator is the local user. Raises ``DependencyUnavailable`` when it cannot be written."""
-    import getpass
-    import uuid
-
-    from app.audit import AuditEvent, hash_idempotency_key, open_from_settings
-
-    store = open_from_settings(settings)
-    try:
-        store.append(
-            AuditEvent(
-                event="idempotency_resolve",
-                request_id=f"cli-{uuid.uuid4().hex}",
-                tenant=tenant,
-                subject_id=f"operator:{getpass.getuser()}",
-                reasons=(f"resolved as {state} by an operator",),
-                idempotency_key_hash=hash_idempotency_key(settings.audit_key_hash_secret.get_secret_value(), key),
-            )
-        )
-    finally:
-        store.close()
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,11 +6,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
-TOOL_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_.-]{0,127}$"
-VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$"
-CALL_ID_PATTERN = r"^[\x21-\x7e]{1,128}$"
-
-DecisionWord = Literal["allow", "deny", "user-approval"]
+from app.vocabulary import (
+    CALL_ID_PATTERN,
+    DECISION_ID_PATTERN,
+    RESERVATION_TOKEN_PATTERN,
+    TOOL_NAME_PATTERN,
+    VERSION_PATTERN,
+    AiSdkStatus,
+    DecisionWord,
+    EventType,
+)
 
 
 class Subject(BaseModel):
@@ -83,6 +88,7 @@ class PolicyDecision(BaseModel):
     #: True when the engine's answer was unusable and this deny was made by normalization.
     normalized_from_invalid: bool = False
     engine_decision_id: str | None = None
+    #: The revision of the policy snapshot that evaluated (None: ask the engine).
     policy_revision: str | None = None
 
 
@@ -123,9 +129,6 @@ class IdempotencyInfo(BaseModel):
     failure_reason: str | None = None
 
 
-REPORT_TOKEN_PATTERN = r"^[A-Za-z0-9_-]{16,64}$"
-
-
 class CompleteReport(BaseModel):
     """Body of ``POST /v1/executions/<key>/complete``: the tool's result (any JSON value,
     validated against the contract's output schema when it has one)."""
@@ -135,7 +138,7 @@ class CompleteReport(BaseModel):
     result: Any = Field(description="The tool's result.")
     reservation_token: str | None = Field(
         default=None,
-        pattern=REPORT_TOKEN_PATTERN,
+        pattern=RESERVATION_TOKEN_PATTERN,
         description="The reservation_token of the decide response; without it the report applies to the current reservation.",
     )
 
@@ -148,7 +151,7 @@ class FailReport(BaseModel):
 
     retryable: StrictBool
     reason: str = Field(min_length=1, max_length=500)
-    reservation_token: str | None = Field(default=None, pattern=REPORT_TOKEN_PATTERN)
+    reservation_token: str | None = Field(default=None, pattern=RESERVATION_TOKEN_PATTERN)
 
 
 class ExecutionReportResponse(BaseModel):
@@ -238,5 +241,79 @@ class DecideResponse(BaseModel):
     input: dict[str, Any]
     approval: ApprovalInfo | None = None
     idempotency: IdempotencyInfo | None = None
-    ai_sdk_status: Literal["not-applicable", "approved", "denied", "user-approval"] | None = None
     dry_run: bool | None = None
+    ai_sdk_status: AiSdkStatus | None = None
+
+
+class ToolDescription(BaseModel):
+    """One registered tool contract as ``GET /v1/tools`` lists it; ``input_schema`` can be
+    handed to a model as the tool definition."""
+
+    name: str
+    version: str
+    description: str
+    mutating: bool
+    risk: Literal["low", "medium", "high"]
+    retry_safe: bool
+    sensitive_paths: list[str]
+    idempotency_key_field: str | None
+    lease_s: int | None
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None
+
+
+class ToolListResponse(BaseModel):
+    """``GET /v1/tools``: every registered contract."""
+
+    tools: list[ToolDescription]
+    request_id: str
+
+
+class DecisionRecord(BaseModel):
+    """A decision log record (DESIGN §6); ``hash`` = SHA-256 of the RFC 8785 JSON of every other
+    field, ``prev_hash`` the previous record's hash in the tenant chain."""
+
+    decision_id: str = Field(pattern=DECISION_ID_PATTERN, description="ULID")
+    event: EventType
+    time: str = Field(description="RFC 3339, UTC, microseconds")
+    request_id: str
+    trace_id: str | None
+    tenant: str
+    subject_id: str | None
+    roles: list[str]
+    conversation_id: str | None
+    tool: str | None
+    version: str | None
+    decision: DecisionWord | None
+    ai_sdk_status: AiSdkStatus | None
+    reasons: list[str]
+    policy_revision: str | None
+    engine: str | None
+    engine_decision_id: str | None
+    input_fingerprint: str | None
+    input: dict[str, Any] | None = Field(description="sensitive paths redacted")
+    redacted_paths: list[str]
+    idempotency_key_hash: str | None
+    replayed: bool
+    approval_id: str | None
+    approver_id: str | None
+    error_code: str | None
+    durations_ms: dict[str, float]
+    seq: int = Field(ge=1)
+    prev_hash: str = Field(pattern=r"^[0-9a-f]{64}$")
+    hash: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+class DecisionListResponse(BaseModel):
+    """``GET /v1/decisions``: a page of records, newest first; ``next_cursor`` None on the last page."""
+
+    records: list[DecisionRecord]
+    next_cursor: str | None
+    request_id: str
+
+
+class DecisionRecordResponse(BaseModel):
+    """``GET /v1/decisions/<decision_id>``: one record."""
+
+    record: DecisionRecord
+    request_id: str

@@ -36,7 +36,7 @@ from redis.exceptions import NoScriptError, RedisClusterException
 from redis.retry import Retry
 
 from app.errors import DependencyUnavailable
-from app.settings import Settings
+from app.settings import RedisSettings, Settings
 
 T = TypeVar("T")
 Client = Redis | RedisCluster
@@ -63,11 +63,11 @@ class RedisConnection:
     UTF-8) and raise ``DependencyUnavailable`` when Redis fails or does not answer in time.
     """
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: RedisSettings, *, pool_size: int) -> None:
         parse_url(settings.redis_url)  # a malformed URL fails here, not on the first request
         self.url = settings.redis_url
         self.cluster = settings.redis_cluster
-        self._options = _client_options(settings)
+        self._options = _client_options(settings, pool_size)
         self._client: Client | None = None
         self._lock = threading.Lock()
 
@@ -125,12 +125,12 @@ class RedisConnection:
             client.close()
 
 
-def _client_options(settings: Settings) -> dict[str, Any]:
+def _client_options(settings: RedisSettings, pool_size: int) -> dict[str, Any]:
     timeout_s = settings.redis_socket_timeout_ms / 1000
     return {
         "socket_connect_timeout": timeout_s,
         "socket_timeout": timeout_s,
-        "max_connections": settings.threads + 1,
+        "max_connections": pool_size,
         "timeout": timeout_s,  # the longest wait for a free pooled connection
         "retry": Retry(NoBackoff(), 0),
         "decode_responses": True,
@@ -142,4 +142,4 @@ def build_redis(settings: Settings) -> RedisConnection:
 
     Raises ``ValueError`` for a malformed ``settings.redis_url``.
     """
-    return RedisConnection(settings)
+    return RedisConnection(settings, pool_size=settings.threads + 1)

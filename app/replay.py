@@ -19,7 +19,7 @@ from typing import Any
 
 import requests
 
-from app.auth import mint_dev_token
+from app.auth.dev_tokens import mint_dev_token
 from app.settings import Settings
 
 

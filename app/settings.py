@@ -4,6 +4,12 @@
 (``SettingsError`` lists them all). Names carry their units (``_ms``, ``_s``, ``_bytes``);
 secrets are ``SecretStr``. Development conveniences (the built-in HS256 development secret)
 are loud when on and refused when ``TOOLGATE_ENV=production``.
+
+The settings are grouped in sections, one per adapter; ``Settings`` is all of them. An adapter
+takes the section it reads (``TokenVerifier(settings: JwtSettings)``), so its type says which
+settings it depends on, while the environment names stay flat (``TOOLGATE_JWT_ISSUER`` is
+``JwtSettings.jwt_issuer``). ``SECTIONS`` lists the sections in the order the settings
+reference (docs/settings.md) shows them; every field's ``description`` is its documentation.
 """
 
 from __future__ import annotations
@@ -13,8 +19,10 @@ import re
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+from app.jwa import SUPPORTED_ALGORITHMS
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +36,9 @@ DEV_AUDIENCE = "toolgate"
 #: Development approval-grant key (kid ``dev``), used only when ``TOOLGATE_APPROVAL_KEYS`` is unset
 #: in development so that the approval flow works locally. Never used in production.
 DEV_APPROVAL_KEY = ("dev", b"toolgate-development-approval-key-not-for-production-use")
+DEV_AUDIT_KEY_HASH_SECRET = "toolgate-development-audit-key-hash-secret"
 
-ASYMMETRIC_ALGORITHMS = {"RS256", "RS384", "RS512", "ES256", "ES384", "ES512", "PS256", "EdDSA"}
-SUPPORTED_ALGORITHMS = ASYMMETRIC_ALGORITHMS | {"HS256"}
+CsvList = Annotated[list[str], NoDecode]
 
 
 class SettingsError(ValueError):
@@ -71,115 +79,172 @@ def parse_approval_keys(text: str) -> list[tuple[str, bytes]]:
     return keys
 
 
-class Settings(BaseSettings):
-    """Frozen configuration of one gateway process. See README "Settings" for each name."""
+class _Section(BaseModel):
+    """Base of every section: frozen, like ``Settings``."""
 
-    model_config = SettingsConfigDict(env_prefix="TOOLGATE_", frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True)
 
-    env: Literal["development", "production"] = "development"
 
-    # Policy engine
-    engine: Literal["embedded", "opa"] = "embedded"
-    #: Go runtime of the embedded engine, per worker: GOGC, and GOMAXPROCS (0: Go's default,
-    #: one per core). See app/engine/embedded.py.
-    engine_go_gc_percent: int = Field(200, ge=10, le=10_000)
-    engine_go_max_procs: int = Field(0, ge=0, le=256)
-    opa_url: str = "http://127.0.0.1:8181"
-    decision_path: str = Field("toolgate/decision", pattern=r"^[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*$")
-    opa_connect_timeout_ms: int = Field(50, gt=0, le=60_000)
-    opa_read_timeout_ms: int = Field(250, gt=0, le=60_000)
-    opa_max_attempts: int = Field(3, ge=1, le=10)
-    opa_deadline_ms: int = Field(2000, gt=0, le=120_000)
-    opa_backoff_base_ms: int = Field(50, ge=0, le=10_000)
-    opa_backoff_cap_ms: int = Field(1000, ge=0, le=60_000)
-    opa_retry_budget_ratio: float = Field(0.2, ge=0, le=1)
-    opa_retry_budget_floor: int = Field(10, ge=0, le=10_000)
-    policy_dir: Path = PROJECT_ROOT / "policies"
-    contracts_dir: Path = PROJECT_ROOT / "contracts"
-    dynamic_tool_max_input_bytes: int = Field(16_384, gt=0)
+class DeploymentSettings(_Section):
+    """What kind of deployment this is."""
 
-    # Request limits
-    max_body_bytes: int = Field(65_536, gt=0, le=16 * 1024 * 1024)
-    max_authorization_bytes: int = Field(8192, gt=0, le=65_536)
-    max_input_depth: int = Field(32, gt=0, le=512)
-
-    # Redis (idempotency, approvals)
-    redis_url: str = "redis://127.0.0.1:6379/0"
-    redis_cluster: bool = False
-    redis_socket_timeout_ms: int = Field(100, gt=0, le=60_000)
-    idempotency_lease_s: int = Field(60, gt=0, le=86_400)
-    idempotency_retention_s: int = Field(86_400, gt=0, le=30 * 86_400)
-
-    # Decision log
-    audit_dsn: str = str(PROJECT_ROOT / "var" / "decisions.sqlite")
-    audit_key_hash_secret: SecretStr = SecretStr("toolgate-development-audit-key-hash-secret")
-    #: Signs the checkpoint `toolgate audit purge` leaves, so `verify` trusts what was purged.
-    #: Unset: a key derived from audit_key_hash_secret (app.audit.checkpoint_key).
-    audit_checkpoint_secret: SecretStr | None = None
-    #: Bounds lock waits (SQLite busy timeout), connects, pool waits and statements.
-    audit_timeout_ms: int = Field(5000, gt=0, le=60_000)
-    audit_pool_max_size: int = Field(8, ge=1, le=256)
-    audit_sqlite_synchronous: Literal["NORMAL", "FULL", "EXTRA"] = "FULL"
-    #: Roles that may query the decision log of their own tenant / of every tenant.
-    audit_auditor_roles: Annotated[list[str], NoDecode] = ["auditor"]
-    audit_platform_auditor_roles: Annotated[list[str], NoDecode] = ["platform_auditor"]
-
-    # Authentication (JWT)
-    jwt_algorithms: Annotated[list[str], NoDecode] = ["RS256", "ES256", "EdDSA", "HS256"]
-    jwt_issuer: str = DEV_ISSUER
-    jwt_audience: str = DEV_AUDIENCE
-    jwt_jwks_url: str | None = None
-    jwt_public_key: SecretStr | None = None
-    jwt_hs256_secret: SecretStr | None = None
-    jwt_leeway_s: int = Field(30, ge=0, le=600)
-    jwt_tenant_claim: str = "tenant"
-    jwt_roles_claim: str = "roles"
-    jwt_jwks_cache_s: int = Field(300, gt=0, le=86_400)
-    jwt_jwks_refetch_cooldown_s: int = Field(10, ge=0, le=3600)
-    jwt_jwks_timeout_ms: int = Field(2000, gt=0, le=30_000)
-    jwt_jwks_grace_s: int = Field(3600, ge=0, le=7 * 86_400)
-    #: Verified tokens remembered per worker: at most this many bytes (estimated; 0: off) and for
-    #: how long, in s (app/token_cache.py); never past the token's exp nor the lifespan of the
-    #: JWKS set that verified it.
-    jwt_verified_cache_bytes: int = Field(8 * 1024 * 1024, ge=0, le=1024 * 1024 * 1024)
-    jwt_verified_cache_s: int = Field(60, ge=0, le=3600)
-
-    # Approvals
-    approval_keys: SecretStr | None = None
-    approval_default_ttl_s: int = Field(900, gt=0, le=7 * 86_400)
-    approval_default_approver_roles: Annotated[list[str], NoDecode] = ["approver"]
-    #: Roles whose holders may answer their own approvals (four-eyes is waived for them only).
-    #: ``account_holder``: the banking tools ask the account holder to confirm her own calls.
-    approval_self_approve_roles: Annotated[list[str], NoDecode] = ["account_holder"]
-
-    # Server
-    bind: str = "127.0.0.1:8080"
-    workers: int = Field(2, ge=1, le=64)
-    threads: int = Field(4, ge=1, le=256)
-    #: Connections one gunicorn worker holds at most (gthread); it stops accepting at this count.
-    #: Keep it well above ``threads``: gunicorn closes kept-alive connections beyond
-    #: ``worker_connections - threads``, so a low cap turns keep-alive into reconnects.
-    worker_connections: int = Field(1000, ge=2, le=100_000)
-    #: One listening socket per worker with ``SO_REUSEPORT``: the kernel spreads new connections
-    #: over the workers instead of the first worker to wake taking most of them (README
-    #: "Performance"). Another process of the same user can then bind the same port too.
-    reuse_port: bool = True
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-
-    # Observability: GET /metrics answers only with "Authorization: Bearer <metrics_token>";
-    # without a token the endpoint is off (404).
-    metrics_token: SecretStr | None = None
-    #: OTLP/HTTP traces endpoint (e.g. http://otel-collector:4318/v1/traces): set, it turns on
-    #: span export (app/tracing.py, needs the ``otel`` extra); unset, no spans are made.
-    otel_traces_endpoint: str | None = Field(None, pattern=r"^https?://[^\s]+$")
-    otel_service_name: str = Field("toolgate", min_length=1, max_length=128)
-
-    @field_validator(
-        "jwt_algorithms", "approval_default_approver_roles", "approval_self_approve_roles",
-        "audit_auditor_roles", "audit_platform_auditor_roles", mode="before",
+    env: Literal["development", "production"] = Field(
+        "development",
+        description="`production` refuses the development conveniences (the development HS256 secret, "
+        "issuer, audience, audit key-hash secret and approval key).",
     )
+
+
+class EngineSettings(_Section):
+    """The policy engine (DESIGN §1, §3): which one, what it loads and what it is asked."""
+
+    engine: Literal["embedded", "opa"] = Field(
+        "embedded", description="`embedded` (OPA in-process) or `opa` (an OPA sidecar over its REST Data API)."
+    )
+    policy_dir: Path = Field(PROJECT_ROOT / "policies", description="The Rego policies and data.json files (a bundle directory).")
+    decision_path: str = Field(
+        "toolgate/decision",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*$",
+        description="The decision document the gateway queries (`data.toolgate.decision`).",
+    )
+    engine_go_gc_percent: int = Field(
+        200, ge=10, le=10_000, description="`GOGC` of the embedded engine's Go runtime in each worker (docs/performance.md)."
+    )
+    engine_go_max_procs: int = Field(
+        0, ge=0, le=256, description="`GOMAXPROCS` of the embedded engine's Go runtime; 0 keeps Go's default (one per core)."
+    )
+
+
+class OpaSidecarSettings(_Section):
+    """The OPA sidecar client (``TOOLGATE_ENGINE=opa``): timeouts, retries inside one deadline."""
+
+    opa_url: str = Field("http://127.0.0.1:8181", description="Base URL of the OPA sidecar.")
+    opa_connect_timeout_ms: int = Field(50, gt=0, le=60_000, description="Connect timeout of one attempt.")
+    opa_read_timeout_ms: int = Field(250, gt=0, le=60_000, description="Read timeout of one attempt.")
+    opa_max_attempts: int = Field(3, ge=1, le=10, description="Attempts per decision, retries included.")
+    opa_deadline_ms: int = Field(2000, gt=0, le=120_000, description="Total time one decision may take, every attempt included.")
+    opa_backoff_base_ms: int = Field(50, ge=0, le=10_000, description="Base of the full-jitter exponential backoff between attempts.")
+    opa_backoff_cap_ms: int = Field(1000, ge=0, le=60_000, description="Cap of the backoff between attempts.")
+    opa_retry_budget_ratio: float = Field(
+        0.2, ge=0, le=1, description="Retries are at most this share of first attempts (plus the floor)."
+    )
+    opa_retry_budget_floor: int = Field(10, ge=0, le=10_000, description="Retries always allowed on top of the ratio.")
+
+
+class ContractSettings(_Section):
+    """The tool contract registry (DESIGN §2 step 4)."""
+
+    contracts_dir: Path = Field(PROJECT_ROOT / "contracts", description="Tool contract files (`*.yaml`, `*.yml`, `*.json`), recursively.")
+    dynamic_tool_max_input_bytes: int = Field(
+        16_384, gt=0, description="Input size limit of an unregistered (dynamic) tool, in bytes of compact JSON (422 above)."
+    )
+
+
+class RequestLimits(_Section):
+    """Limits checked on every request before any expensive work."""
+
+    max_body_bytes: int = Field(65_536, gt=0, le=16 * 1024 * 1024, description="Request body limit (413 above).")
+    max_authorization_bytes: int = Field(
+        8192, gt=0, le=65_536, description="`Authorization` header limit, checked before any token work (401 above)."
+    )
+    max_input_depth: int = Field(32, gt=0, le=512, description="Deepest nesting of a decide call's `input` (422 above).")
+
+
+class RedisSettings(_Section):
+    """The Redis connection (idempotency, approvals)."""
+
+    redis_url: str = Field("redis://127.0.0.1:6379/0", description="A standalone Redis, or any node of a Redis Cluster.")
+    redis_cluster: bool = Field(False, description="`true`: `TOOLGATE_REDIS_URL` names a node of a Redis Cluster.")
+    redis_socket_timeout_ms: int = Field(
+        100, gt=0, le=60_000, description="Connect and read/write timeout of every Redis command, and the wait for a pooled connection."
+    )
+
+
+class IdempotencySettings(_Section):
+    """Idempotency reservations (DESIGN §4)."""
+
+    idempotency_lease_s: int = Field(
+        60, gt=0, le=86_400, description="Default lease of a reservation (a contract may set its own `lease_s`)."
+    )
+    idempotency_retention_s: int = Field(
+        86_400, gt=0, le=30 * 86_400, description="How long a settled record (result or failure) is replayed."
+    )
+
+
+class AuditSettings(_Section):
+    """The decision log (DESIGN §6)."""
+
+    audit_dsn: str = Field(
+        str(PROJECT_ROOT / "var" / "decisions.sqlite"), description="A SQLite file path, or a `postgresql://` URL."
+    )
+    audit_key_hash_secret: SecretStr = Field(
+        SecretStr(DEV_AUDIT_KEY_HASH_SECRET),
+        description="HMAC key of the stored idempotency-key hashes (required in production).",
+    )
+    audit_checkpoint_secret: SecretStr | None = Field(
+        None,
+        description="Signs the checkpoint `toolgate audit purge` leaves, so `verify` trusts what was purged; "
+        "unset: a key derived from the audit key-hash secret.",
+    )
+    audit_timeout_ms: int = Field(
+        5000, gt=0, le=60_000, description="Bounds lock waits (the SQLite busy timeout), connects, pool waits and statements."
+    )
+    audit_pool_max_size: int = Field(8, ge=1, le=256, description="PostgreSQL connections per worker.")
+    audit_sqlite_synchronous: Literal["NORMAL", "FULL", "EXTRA"] = Field(
+        "FULL", description="SQLite `synchronous`: `FULL` survives a power loss, `NORMAL` a process crash only."
+    )
+    audit_auditor_roles: CsvList = Field(
+        ["auditor"], description="Roles that may query the decision log of their own tenant (comma-separated)."
+    )
+    audit_platform_auditor_roles: CsvList = Field(
+        ["platform_auditor"], description="Roles that may query the decision log of every tenant (comma-separated)."
+    )
+
+    @field_validator("audit_auditor_roles", "audit_platform_auditor_roles", mode="before")
     @classmethod
-    def _csv(cls, value: object) -> object:
+    def _audit_roles_csv(cls, value: object) -> object:
+        return _split_csv(value)
+
+
+class JwtSettings(DeploymentSettings, RequestLimits):
+    """Bearer JWT verification (DESIGN §2 step 2): algorithms, issuer, audience, keys, caches."""
+
+    jwt_algorithms: CsvList = Field(
+        ["RS256", "ES256", "EdDSA", "HS256"],
+        description=f"Algorithm allow-list (comma-separated); supported: {', '.join(sorted(SUPPORTED_ALGORITHMS))}.",
+    )
+    jwt_issuer: str = Field(DEV_ISSUER, description="The exact `iss` required.")
+    jwt_audience: str = Field(DEV_AUDIENCE, description="An `aud` the token must contain.")
+    jwt_jwks_url: str | None = Field(None, description="Where the identity provider publishes its keys (JWKS).")
+    jwt_public_key: SecretStr | None = Field(None, description="A PEM public key or certificate (instead of a JWKS).")
+    jwt_hs256_secret: SecretStr | None = Field(None, description="An HS256 secret of at least 32 bytes.")
+    jwt_leeway_s: int = Field(30, ge=0, le=600, description="Clock skew allowed on `exp`, `nbf` and `iat`.")
+    jwt_tenant_claim: str = Field("tenant", description="The claim holding the tenant.")
+    jwt_roles_claim: str = Field("roles", description="The claim holding the roles: a list, or a space-separated string.")
+    jwt_jwks_cache_s: int = Field(300, gt=0, le=86_400, description="How long a fetched key set is used.")
+    jwt_jwks_refetch_cooldown_s: int = Field(
+        10, ge=0, le=3600, description="An unknown `kid` refetches the key set at most once per this many seconds."
+    )
+    jwt_jwks_timeout_ms: int = Field(2000, gt=0, le=30_000, description="Timeout of a key set fetch.")
+    jwt_jwks_grace_s: int = Field(
+        3600, ge=0, le=7 * 86_400, description="How long the last good key set serves past its lifespan while the JWKS endpoint fails."
+    )
+    jwt_verified_cache_bytes: int = Field(
+        8 * 1024 * 1024,
+        ge=0,
+        le=1024 * 1024 * 1024,
+        description="Verified tokens remembered per worker, at most this many (estimated) bytes; 0 turns it off.",
+    )
+    jwt_verified_cache_s: int = Field(
+        60,
+        ge=0,
+        le=3600,
+        description="How long a verified token is remembered (never past its `exp`, nor past the key set that verified it).",
+    )
+
+    @field_validator("jwt_algorithms", mode="before")
+    @classmethod
+    def _algorithms_csv(cls, value: object) -> object:
         return _split_csv(value)
 
     @field_validator("jwt_algorithms")
@@ -191,6 +256,127 @@ class Settings(BaseSettings):
         if not value:
             raise ValueError("at least one algorithm is required")
         return value
+
+    @property
+    def uses_dev_secret(self) -> bool:
+        """True when no key material is configured and the development HS256 secret is used."""
+        return self.env == "development" and not (
+            self.jwt_hs256_secret or self.jwt_jwks_url or self.jwt_public_key
+        )
+
+    @property
+    def hs256_secret(self) -> str | None:
+        """The HS256 secret in force: the configured one, else the development one in development."""
+        if self.jwt_hs256_secret is not None:
+            return self.jwt_hs256_secret.get_secret_value()
+        if self.uses_dev_secret:
+            return DEV_HS256_SECRET
+        return None
+
+
+class ApprovalSettings(DeploymentSettings):
+    """Approvals and grants (DESIGN §5)."""
+
+    approval_keys: SecretStr | None = Field(
+        None, description="`kid:secret,...` grant signing keys (secrets of at least 32 bytes; the first signs, all verify)."
+    )
+    approval_default_ttl_s: int = Field(
+        900, gt=0, le=7 * 86_400, description="Lifetime of a pending approval and of its grant, unless the policy sets `ttl_s`."
+    )
+    approval_default_approver_roles: CsvList = Field(
+        ["approver"], description="Who may answer an approval, unless the policy names `approver_roles`."
+    )
+    approval_self_approve_roles: CsvList = Field(
+        ["account_holder"],
+        description="Roles whose holders may answer their own approvals (four-eyes is waived for them only; "
+        "`account_holder`: the banking tools ask the account holder to confirm her own calls).",
+    )
+
+    @field_validator("approval_default_approver_roles", "approval_self_approve_roles", mode="before")
+    @classmethod
+    def _approval_roles_csv(cls, value: object) -> object:
+        return _split_csv(value)
+
+    @property
+    def approval_signing_keys(self) -> list[tuple[str, bytes]]:
+        """Approval-grant keys ``[(kid, secret)]``, the signing key first: the configured ones,
+        else the development key in development, else none (grants cannot be issued)."""
+        if self.approval_keys is not None:
+            return parse_approval_keys(self.approval_keys.get_secret_value())
+        return [DEV_APPROVAL_KEY] if self.env == "development" else []
+
+
+class ServerSettings(_Section):
+    """The HTTP server (gunicorn, gthread workers)."""
+
+    bind: str = Field("127.0.0.1:8080", description="HOST:PORT (or `unix:PATH`) to listen on.")
+    workers: int = Field(2, ge=1, le=64, description="gunicorn worker processes.")
+    threads: int = Field(4, ge=1, le=256, description="Request threads per worker.")
+    worker_connections: int = Field(
+        1000,
+        ge=2,
+        le=100_000,
+        description="Connections one worker holds at most; keep it well above `TOOLGATE_THREADS` "
+        "(gunicorn closes kept-alive connections beyond the difference).",
+    )
+    reuse_port: bool = Field(
+        True,
+        description="One `SO_REUSEPORT` listener per worker, so the kernel spreads connections over the workers "
+        "(TCP binds only); the gateway refuses to start on an address already in use.",
+    )
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO", description="JSON log lines on stderr, one per request."
+    )
+
+
+class ObservabilitySettings(_Section):
+    """Metrics and traces."""
+
+    metrics_token: SecretStr | None = Field(
+        None, description="`GET /metrics` answers only `Authorization: Bearer <token>` (at least 16 bytes); unset: off (404)."
+    )
+    otel_traces_endpoint: str | None = Field(
+        None,
+        pattern=r"^https?://[^\s]+$",
+        description="OTLP/HTTP traces endpoint (e.g. `http://otel-collector:4318/v1/traces`); set, it turns on span export "
+        "(needs the `otel` extra).",
+    )
+    otel_service_name: str = Field("toolgate", min_length=1, max_length=128, description="`service.name` of the spans.")
+
+
+#: The sections in reference order.
+SECTIONS: tuple[type[BaseModel], ...] = (
+    DeploymentSettings,
+    ServerSettings,
+    RequestLimits,
+    JwtSettings,
+    EngineSettings,
+    OpaSidecarSettings,
+    ContractSettings,
+    RedisSettings,
+    IdempotencySettings,
+    ApprovalSettings,
+    AuditSettings,
+    ObservabilitySettings,
+)
+
+
+class Settings(
+    JwtSettings,
+    ApprovalSettings,
+    EngineSettings,
+    OpaSidecarSettings,
+    ContractSettings,
+    RedisSettings,
+    IdempotencySettings,
+    AuditSettings,
+    ServerSettings,
+    ObservabilitySettings,
+    BaseSettings,
+):
+    """Frozen configuration of one gateway process: every section (docs/settings.md)."""
+
+    model_config = SettingsConfigDict(env_prefix="TOOLGATE_", frozen=True, extra="ignore")
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
@@ -223,30 +409,6 @@ class Settings(BaseSettings):
             raise ValueError("; ".join(problems))
         return self
 
-    @property
-    def uses_dev_secret(self) -> bool:
-        """True when no key material is configured and the development HS256 secret is used."""
-        return self.env == "development" and not (
-            self.jwt_hs256_secret or self.jwt_jwks_url or self.jwt_public_key
-        )
-
-    @property
-    def approval_signing_keys(self) -> list[tuple[str, bytes]]:
-        """Approval-grant keys ``[(kid, secret)]``, the signing key first: the configured ones,
-        else the development key in development, else none (grants cannot be issued)."""
-        if self.approval_keys is not None:
-            return parse_approval_keys(self.approval_keys.get_secret_value())
-        return [DEV_APPROVAL_KEY] if self.env == "development" else []
-
-    @property
-    def hs256_secret(self) -> str | None:
-        """The HS256 secret in force: the configured one, else the development one in development."""
-        if self.jwt_hs256_secret is not None:
-            return self.jwt_hs256_secret.get_secret_value()
-        if self.uses_dev_secret:
-            return DEV_HS256_SECRET
-        return None
-
     # --- Policy bundles, signing and reload ---
     policy_bundle: str | None = Field(
         None,
@@ -278,7 +440,7 @@ class Settings(BaseSettings):
         description="Directory where each worker publishes its policy status for GET /v1/policy/status; "
         "gunicorn.conf.py makes a private one when unset.",
     )
-    policy_operator_roles: Annotated[list[str], NoDecode] = Field(
+    policy_operator_roles: CsvList = Field(
         ["operator"], description="Roles that may read GET /v1/policy/status (comma-separated)."
     )
     opa_bundle_name: str = Field(
@@ -288,7 +450,7 @@ class Settings(BaseSettings):
 
     @field_validator("policy_operator_roles", mode="before")
     @classmethod
-    def _csv_operator_roles(cls, value: object) -> object:
+    def _operator_roles_csv(cls, value: object) -> object:
         return _split_csv(value)
 
 

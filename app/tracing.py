@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 from app.settings import Settings, SettingsError
 
-#: (phase name, start, end): epoch nanoseconds, as ``app.pipeline.Phases`` records them.
+#: (phase name, start, end): epoch nanoseconds, as ``app.decide.phases.Phases`` records them.
 PhaseSpan = tuple[str, int, int]
 
 

@@ -20,15 +20,9 @@ from typing import Iterable
 
 import rfc8785
 
-from app.audit import (
-    GENESIS_HASH,
-    AuditEvent,
-    AuditRecord,
-    Checkpoint,
-    ChainEntry,
-    DecisionLogReader,
-    format_time,
-)
+from app.audit.interfaces import DecisionLogReader
+from app.audit.records import GENESIS_HASH, AuditEvent, AuditRecord, ChainEntry, Checkpoint
+from app.timefmt import format_us
 
 
 _MAX_EXACT_INT = 2**53 - 1
@@ -89,8 +83,8 @@ def _checkpoint_message(cp: Checkpoint) -> bytes:
             "seq": cp.seq,
             "hash": cp.hash,
             "decision_id": cp.decision_id,
-            "purged_before": format_time(cp.purged_before),
-            "created": format_time(cp.created),
+            "purged_before": format_us(cp.purged_before),
+            "created": format_us(cp.created),
         }
     )
 

@@ -22,25 +22,24 @@ import datetime as dt
 import sys
 from contextlib import closing
 
-from app.audit import DECISIONS, EVENT_TYPES, DecisionQuery, checkpoint_key, hash_idempotency_key, open_from_settings
+from app.audit.queries import DecisionQuery
+from app.audit.records import hash_idempotency_key
+from app.audit.stores import checkpoint_key, open_from_settings
 from app.audit.chain import VerifyReport, verify_chains
 from app.audit.export import write_records
 from app.errors import ToolgateError, ValidationFailed
 from app.settings import load_settings
+from app.timefmt import parse_date_or_rfc3339
+from app.vocabulary import DECISIONS, EVENT_TYPES
 
 
 def parse_when(text: str) -> dt.datetime:
     """``2025-01-31`` (midnight UTC) or an RFC 3339 date-time with an offset -> aware datetime.
     Raises ``argparse.ArgumentTypeError``."""
     try:
-        if len(text) == 10:
-            return dt.datetime.strptime(text, "%Y-%m-%d").replace(tzinfo=dt.timezone.utc)
-        value = dt.datetime.fromisoformat(text.upper().replace("Z", "+00:00"))
+        return parse_date_or_rfc3339(text)
     except ValueError:
-        value = None
-    if value is None or value.tzinfo is None:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD) or an RFC 3339 time with an offset")
-    return value
+        raise argparse.ArgumentTypeError(f"{text!r} is not a date (YYYY-MM-DD) or an RFC 3339 time with an offset") from None
 
 
 def _query(args: argparse.Namespace, secret: str) -> DecisionQuery:

@@ -13,7 +13,7 @@ import json
 from dataclasses import fields
 from typing import Any, Iterable, TextIO
 
-from app.audit import AuditRecord
+from app.audit.records import AuditRecord
 
 #: CSV header and JSON key order: every record field, then the chain fields.
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(AuditRecord))

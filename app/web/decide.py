@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, after_this_request, current_app, jsonify, request
+from typing import Any
 
-from app.pipeline import DecideCall, DecideContext, decide as run_decide
+from flask import Blueprint, Response, after_this_request, jsonify, request
+
+from app.decide.phases import Phases
+from app.decide.pipeline import decide as run_decide
+from app.decide.stages import Authenticated, DecideCall, Decided, Parsed, Progress, Received
+from app.web.context import current_deps
 from app.web.requests import log_fields, request_id, trace_phases, traceparent
 
 bp = Blueprint("decide", __name__)
 
 
 @bp.post("/v1/decide")
-def decide():
+def decide() -> Response:
     """Decide whether a proposed tool call may run.
 
     Headers: ``Authorization: Bearer <JWT>`` (required), ``Idempotency-Key`` (1-255 printable
@@ -23,38 +28,39 @@ def decide():
     call that passed authentication, unless the record could not be written) carries its id in
     ``X-Decision-Id``.
     """
-    deps = current_app.extensions["toolgate"]
     header, _ = traceparent()
     call = DecideCall(
         request_id=request_id(),
-        authorization=request.headers.getlist("Authorization"),
+        authorization=tuple(request.headers.getlist("Authorization")),
         body=request.get_data(cache=False),
         idempotency_key=request.headers.get("Idempotency-Key"),
         traceparent=header,
     )
-    ctx = DecideContext(call)
+    progress = Progress(call)
+    phases = Phases()
 
     @after_this_request
-    def _decision_id_header(response):  # on errors too, whenever the call has a record
-        if ctx.recorded:
-            response.headers["X-Decision-Id"] = ctx.decision_id
+    def _decision_id_header(response: Response) -> Response:  # on errors too, whenever the call has a record
+        if progress.recorded:
+            response.headers["X-Decision-Id"] = call.decision_id
         return response
 
     try:
-        with ctx.phases.measure("total"):
-            body = run_decide(deps, call, ctx)
+        with phases.measure("total"):
+            answer = run_decide(current_deps(), progress, phases)
     finally:
-        log_fields(**_summary(ctx))
-        trace_phases([span for span in ctx.phases.spans if span[0] != "total"])
-    return jsonify(body)
+        log_fields(**_summary(progress.stage, phases))
+        trace_phases([span for span in phases.spans if span[0] != "total"])
+    return jsonify(answer.model_dump(mode="json", exclude_unset=True))
 
 
-def _summary(ctx: DecideContext) -> dict:
-    fields: dict = {"decision_id": ctx.decision_id, "durations_ms": ctx.phases.ms}
-    if ctx.subject is not None:
-        fields.update(tenant=ctx.subject.tenant, subject=ctx.subject.id)
-    if ctx.request is not None:
-        fields.update(tool=ctx.request.tool, version=ctx.request.version)
-    if ctx.decision is not None:
-        fields.update(decision=ctx.decision.decision, reasons=list(ctx.decision.reasons))
+def _summary(stage: Received, phases: Phases) -> dict[str, Any]:
+    """The log fields of the call: what its furthest stage knows."""
+    fields: dict[str, Any] = {"decision_id": stage.call.decision_id, "durations_ms": phases.ms}
+    if isinstance(stage, Authenticated):
+        fields.update(tenant=stage.subject.tenant, subject=stage.subject.id)
+    if isinstance(stage, Parsed):
+        fields.update(tool=stage.request.tool, version=stage.request.version)
+    if isinstance(stage, Decided):
+        fields.update(decision=stage.decision.decision, reasons=list(stage.decision.reasons))
     return fields

@@ -9,54 +9,32 @@ Access: a valid bearer token (401 otherwise) holding one of ``audit_auditor_role
 
 from __future__ import annotations
 
-import datetime as dt
 import re
-from typing import Annotated, Any, Literal
+from typing import Annotated
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, Response, jsonify, request
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from app.audit import (
-    CURSOR_PATTERN,
-    DECISIONS,
-    EVENT_TYPES,
-    MAX_PAGE,
-    DecisionQuery,
-    hash_idempotency_key,
-)
+from app.audit.access import auditor_scope
+from app.audit.queries import CURSOR_PATTERN, MAX_PAGE, DecisionQuery
 from app.bodies import release_validation_error
-from app.errors import Forbidden, NotFound, ValidationFailed
-from app.models import Subject
+from app.errors import NotFound, ValidationFailed
+from app.models import DecisionListResponse, DecisionRecord, DecisionRecordResponse, Subject
+from app.timefmt import parse_rfc3339
+from app.vocabulary import DECISION_ID_PATTERN, DecisionWord, EventType
+from app.web.auth import require_subject
+from app.web.context import current_deps
 from app.web.requests import log_fields, request_id
 
 bp = Blueprint("decisions", __name__)
 
-_RFC3339 = re.compile(
-    r"^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:[Zz]|([+-])(\d{2}):(\d{2}))$"
-)
-_ULID = re.compile(r"^[0-9A-HJKMNP-TV-Z]{26}$")
+_DECISION_ID = re.compile(DECISION_ID_PATTERN)
 #: Query text: no control characters (a store cannot match them, PostgreSQL refuses NUL).
 TEXT_PATTERN = r"^[^\x00-\x1f\x7f]+$"
 
 
-def _rfc3339(value: str) -> dt.datetime:
-    """An RFC 3339 date-time (offset required; fractions beyond microseconds are cut; a leap
-    second counts as :59) -> aware UTC datetime. Raises ``ValueError``."""
-    m = _RFC3339.match(value)
-    if not m:
-        raise ValueError("must be an RFC 3339 date-time with an offset, e.g. 2025-01-31T12:00:00Z")
-    year, month, day, hour, minute, second = (int(g) for g in m.groups()[:6])
-    micro = int((m[7] or ".0")[1:7].ljust(6, "0"))
-    offset = dt.timedelta(hours=int(m[9] or 0), minutes=int(m[10] or 0)) * (-1 if m[8] == "-" else 1)
-    try:
-        local = dt.datetime(year, month, day, hour, minute, min(second, 59), micro, tzinfo=dt.timezone(offset))
-        return local.astimezone(dt.timezone.utc)
-    except OverflowError:
-        raise ValueError("date-time out of range") from None
-
-
 Text = Annotated[str, Field(min_length=1, max_length=256, pattern=TEXT_PATTERN)]
-Time = Annotated[str, AfterValidator(_rfc3339)]
+Time = Annotated[str, AfterValidator(parse_rfc3339)]
 
 
 class DecisionsParams(BaseModel):
@@ -67,8 +45,8 @@ class DecisionsParams(BaseModel):
     tenant: Text | None = None
     subject: Text | None = None
     tool: Text | None = None
-    decision: Literal[DECISIONS] | None = None  # type: ignore[valid-type]
-    event: Literal[EVENT_TYPES] | None = None  # type: ignore[valid-type]
+    decision: DecisionWord | None = None
+    event: EventType | None = None
     error_code: Text | None = None
     request_id: Text | None = None
     approval_id: Text | None = None
@@ -77,17 +55,6 @@ class DecisionsParams(BaseModel):
     until: Time | None = None
     limit: int = Field(100, ge=1, le=MAX_PAGE)
     cursor: Annotated[str, Field(pattern=CURSOR_PATTERN)] | None = None
-
-
-def _auditor(deps: Any) -> tuple[Subject, bool]:
-    """The verified caller and whether it may see every tenant. Raises ``Unauthenticated``
-    (401) or ``Forbidden`` (403, no auditor role)."""
-    subject = deps.verifier.verify(request.headers.getlist("Authorization"))
-    settings = deps.settings
-    platform = bool(set(subject.roles) & set(settings.audit_platform_auditor_roles))
-    if not platform and not set(subject.roles) & set(settings.audit_auditor_roles):
-        raise Forbidden("an auditor role is required to read the decision log")
-    return subject, platform
 
 
 def _params() -> DecisionsParams:
@@ -108,32 +75,25 @@ def _params() -> DecisionsParams:
 
 
 @bp.get("/v1/decisions")
-def list_decisions():
-    """Decision records, newest first: ``{"records": [record...], "next_cursor": str|null,
-    "request_id"}``.
+@require_subject
+def list_decisions(subject: Subject) -> Response:
+    """Decision records, newest first: ``DecisionListResponse`` ``{"records": [record...],
+    "next_cursor": str|null, "request_id"}``.
 
     Query (all optional, each at most once): ``tenant`` (platform auditors; an auditor may
     only name its own), ``subject``, ``tool``, ``decision`` (allow|deny|user-approval),
-    ``event`` (decide|approval_answer|execution_complete|execution_fail|idempotency_resolve),
-    ``error_code``, ``request_id``, ``approval_id``, ``idempotency_key`` (the raw key; matched
-    by its keyed hash), ``since`` (inclusive) and ``until`` (exclusive) as RFC 3339,
-    ``limit`` 1-1000 (default 100), ``cursor`` (``next_cursor`` of the previous page).
-    A record is ``AuditRecord.to_dict()``: see README "Audit". Errors: 400 VALIDATION_ERROR
-    (bad parameter or cursor), 401, 403 FORBIDDEN (no auditor role, or another tenant named),
-    503 DEPENDENCY_UNAVAILABLE (store down).
+    ``event`` (decide|decide_dry_run|approval_answer|execution_complete|execution_fail|
+    idempotency_resolve), ``error_code``, ``request_id``, ``approval_id``, ``idempotency_key``
+    (the raw key; matched by its keyed hash), ``since`` (inclusive) and ``until`` (exclusive) as
+    RFC 3339, ``limit`` 1-1000 (default 100), ``cursor`` (``next_cursor`` of the previous page).
+    Errors: 400 VALIDATION_ERROR (bad parameter or cursor), 401, 403 FORBIDDEN (no auditor
+    role, or another tenant named), 503 DEPENDENCY_UNAVAILABLE (store down).
     """
-    deps = current_app.extensions["toolgate"]
-    subject, platform = _auditor(deps)
+    deps = current_deps()
+    scope = auditor_scope(subject, deps.settings)
     params = _params()
-    if not platform and params.tenant not in (None, subject.tenant):
-        raise Forbidden("auditors may read only their own tenant's decisions")
-    key_hash = (
-        hash_idempotency_key(deps.settings.audit_key_hash_secret.get_secret_value(), params.idempotency_key)
-        if params.idempotency_key is not None
-        else None
-    )
     query = DecisionQuery(
-        tenant=params.tenant if platform else subject.tenant,
+        tenant=scope.tenant_for(params.tenant),
         subject_id=params.subject,
         tool=params.tool,
         decision=params.decision,
@@ -141,28 +101,31 @@ def list_decisions():
         error_code=params.error_code,
         request_id=params.request_id,
         approval_id=params.approval_id,
-        idempotency_key_hash=key_hash,
+        idempotency_key_hash=deps.recorder.key_hash(params.idempotency_key) if params.idempotency_key is not None else None,
         since=params.since,
         until=params.until,
     )
     page = deps.decision_reader.query(query, limit=params.limit, cursor=params.cursor)
-    log_fields(auditor=subject.id, tenant=subject.tenant, records=len(page.records))
-    return jsonify(
-        {"records": [r.to_dict() for r in page.records], "next_cursor": page.next_cursor, "request_id": request_id()}
+    log_fields(auditor=subject.id, records=len(page.records))
+    body = DecisionListResponse(
+        records=[DecisionRecord.model_validate(r.to_dict()) for r in page.records],
+        next_cursor=page.next_cursor,
+        request_id=request_id(),
     )
+    return jsonify(body.model_dump(mode="json"))
 
 
 @bp.get("/v1/decisions/<decision_id>")
-def get_decision(decision_id: str):
-    """One record: ``{"record": record, "request_id"}``. 404 NOT_FOUND for an unknown id or
-    another tenant's record (unless the caller is a platform auditor); 401, 403 FORBIDDEN
-    (no auditor role), 503 DEPENDENCY_UNAVAILABLE as for the list."""
-    deps = current_app.extensions["toolgate"]
-    subject, platform = _auditor(deps)
-    record = None
-    if _ULID.match(decision_id):
-        record = deps.decision_reader.get(decision_id, tenant=None if platform else subject.tenant)
+@require_subject
+def get_decision(subject: Subject, decision_id: str) -> Response:
+    """One record: ``DecisionRecordResponse`` ``{"record": record, "request_id"}``. 404
+    NOT_FOUND for an unknown id or another tenant's record (unless the caller is a platform
+    auditor); 401, 403 FORBIDDEN (no auditor role), 503 DEPENDENCY_UNAVAILABLE as for the list."""
+    deps = current_deps()
+    scope = auditor_scope(subject, deps.settings)
+    record = deps.decision_reader.get(decision_id, tenant=scope.tenant_for(None)) if _DECISION_ID.match(decision_id) else None
     if record is None:
         raise NotFound("no such decision")
-    log_fields(auditor=subject.id, tenant=subject.tenant, decision_id=decision_id)
-    return jsonify({"record": record.to_dict(), "request_id": request_id()})
+    log_fields(auditor=subject.id, decision_id=decision_id)
+    body = DecisionRecordResponse(record=DecisionRecord.model_validate(record.to_dict()), request_id=request_id())
+    return jsonify(body.model_dump(mode="json"))

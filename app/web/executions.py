@@ -2,25 +2,21 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from typing import Iterator
+from flask import Blueprint, Response, jsonify, request
 
-from flask import Blueprint, current_app, jsonify, request
-
-from app import metrics
-from app.audit import AuditEvent, hash_idempotency_key
-from app.bodies import parse_body
-from app.errors import ToolgateError
-from app.executions import report_complete, report_failure
-from app.idempotency import Report
-from app.models import CompleteReport, FailReport, Subject
-from app.web.requests import log_fields, request_id, traceparent
+from app.decide import reports
+from app.idempotency.store import Report
+from app.models import ExecutionReportResponse, Subject
+from app.web.auth import require_subject
+from app.web.context import current_deps, request_facts
+from app.web.requests import log_fields, request_id
 
 bp = Blueprint("executions", __name__)
 
 
 @bp.post("/v1/executions/<path:key>/complete")
-def complete(key: str):
+@require_subject
+def complete(subject: Subject, key: str) -> Response:
     """Report that the call reserved under ``key`` (URL-encoded) ran and produced a result.
 
     Headers: ``Authorization: Bearer <JWT>`` of the tenant and subject that reserved the key.
@@ -32,17 +28,12 @@ def complete(key: str):
     VALIDATION_ERROR (body schema, or the result does not match the tool's output schema),
     503 (Redis).
     """
-    deps = current_app.extensions["toolgate"]
-    subject = _subject(deps)
-    with _recorded("execution_complete", deps, subject, key) as reasons:
-        report = parse_body(CompleteReport, request.get_data(cache=False), "report does not match its schema")
-        outcome = report_complete(deps.idempotency, deps.contracts, subject, key, report)
-        reasons.append(f"execution {outcome.state}")
-    return _answer(key, outcome)
+    return _answer(key, reports.complete(current_deps(), request_facts(), subject, key, request.get_data(cache=False)))
 
 
 @bp.post("/v1/executions/<path:key>/fail")
-def fail(key: str):
+@require_subject
+def fail(subject: Subject, key: str) -> Response:
     """Report that the call reserved under ``key`` (URL-encoded) failed.
 
     Body: ``FailReport`` ``{"retryable": bool, "reason": str (1-500), "reservation_token"?}``.
@@ -50,56 +41,11 @@ def fail(key: str):
     "released"``); ``false`` stores the failure for the retention time and replays it to
     retries (``state: "failed"``). Headers, answer and errors as ``complete``.
     """
-    deps = current_app.extensions["toolgate"]
-    subject = _subject(deps)
-    with _recorded("execution_fail", deps, subject, key) as reasons:
-        report = parse_body(FailReport, request.get_data(cache=False), "report does not match its schema")
-        reasons.append(report.reason)
-        outcome = report_failure(deps.idempotency, subject, key, report)
-        reasons.append(f"execution {outcome.state}")
-    return _answer(key, outcome)
+    return _answer(key, reports.fail(current_deps(), request_facts(), subject, key, request.get_data(cache=False)))
 
 
-@contextmanager
-def _recorded(event: str, deps, subject: Subject, key: str) -> Iterator[list[str]]:
-    """Append the report's decision log record (DESIGN §6) once the block ends, refused
-    reports included; yields the list of reasons to record. The key is stored only as its
-    keyed hash. Raises ``DependencyUnavailable`` (503) when the record cannot be written."""
-    reasons: list[str] = []
-    error: ToolgateError | None = None
-    try:
-        yield reasons
-    except ToolgateError as exc:
-        error = exc
-        raise
-    finally:
-        secret = deps.settings.audit_key_hash_secret.get_secret_value()
-        deps.decision_log.append(
-            AuditEvent(
-                event=event,
-                request_id=request_id(),
-                trace_id=traceparent()[1],
-                tenant=subject.tenant,
-                subject_id=subject.id,
-                roles=subject.roles,
-                reasons=tuple(r[:500] for r in reasons),
-                idempotency_key_hash=hash_idempotency_key(secret, key),
-                error_code=error.code if error else None,
-            )
-        )
-
-
-def _subject(deps) -> Subject:
-    subject = deps.verifier.verify(request.headers.getlist("Authorization"))
-    log_fields(tenant=subject.tenant, subject=subject.id)
-    return subject
-
-
-def _answer(key: str, report: Report):
+def _answer(key: str, report: Report) -> Response:
     log_fields(execution_state=report.state)
-    metrics.EXECUTION_REPORTS.labels(report.state).inc()
-    body = {"key": key, "state": report.state}
-    if report.expires_at is not None:
-        body["retention_expires_at"] = report.expires_at
-    body["request_id"] = request_id()
-    return jsonify(body)
+    optional = {"retention_expires_at": report.expires_at} if report.expires_at is not None else {}
+    body = ExecutionReportResponse(key=key, state=report.state, request_id=request_id(), **optional)
+    return jsonify(body.model_dump(mode="json", exclude_unset=True))

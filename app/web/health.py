@@ -2,39 +2,41 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
 
-from flask import Blueprint, current_app, jsonify
+from flask import Blueprint, Response, jsonify
 
+from app.decide.deps import Deps
 from app.errors import ToolgateError
+from app.web.context import current_deps
 from app.web.requests import request_id
 
 bp = Blueprint("health", __name__)
 
 
 @bp.get("/healthz")
-def healthz():
+def healthz() -> Response:
     """Liveness: ``200 {"status": "ok"}`` while the process serves requests."""
     return jsonify({"status": "ok", "request_id": request_id()})
 
 
-def _checks(deps: Any) -> dict[str, Callable[[], None]]:
+def _checks(deps: Deps) -> dict[str, Callable[[], None]]:
     """Named probes, each raising ``ToolgateError`` when not ready: the pipeline's own (policy
     engine, decision log) and Redis (``PING``)."""
     checks = dict(deps.readiness_checks())
-    checks.setdefault("redis", deps.idempotency.redis.ping)
+    checks.setdefault("redis", deps.redis.ping)
     return checks
 
 
 @bp.get("/readyz")
-def readyz():
+def readyz() -> tuple[Response, int]:
     """Readiness: ``{"status": "ok"|"unavailable", "checks": {name: "ok"|"unavailable"},
     "details": {"policy_engine": {...}}}``; ``200`` when every check passes, ``503`` otherwise.
     Checks: the policy engine answers (embedded: a bundle is active; sidecar: ``/health?bundles``),
     the decision log, Redis. ``details.policy_engine`` is the engine's status without
     operator-only messages: the active revision, reloads, the last refused bundle's time and
     kind (embedded) or the sidecar's bundle state (``active_revision``, ``failing``)."""
-    deps = current_app.extensions["toolgate"]
+    deps = current_deps()
     checks = {}
     for name, probe in _checks(deps).items():
         try:

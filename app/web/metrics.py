@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import hmac
 
-from flask import Blueprint, Response, current_app, request
+from flask import Blueprint, Response, request
 
 from app import metrics
 from app.errors import NotFound, Unauthenticated
+from app.web.context import current_deps
 
 bp = Blueprint("metrics", __name__)
 
@@ -36,7 +37,7 @@ def scrape() -> Response:
     Errors: 404 ``NOT_FOUND`` when no ``metrics_token`` is configured; 401 ``UNAUTHENTICATED``
     when the bearer token is missing or wrong.
     """
-    token = current_app.extensions["toolgate"].settings.metrics_token
+    token = current_deps().settings.metrics_token
     if token is None:
         raise NotFound("no such endpoint")
     if not _authorized(token.get_secret_value(), request.headers.getlist("Authorization")):

@@ -8,8 +8,7 @@ from typing import Any
 from flask import Blueprint, jsonify
 from pydantic.json_schema import models_json_schema
 
-from app.audit import CURSOR_PATTERN, DECISIONS, EVENT_TYPES
-from app.web.decisions import TEXT_PATTERN
+from app.audit.queries import CURSOR_PATTERN
 from app.models import (
     ApprovalAnswerBody,
     ApprovalListResponse,
@@ -17,10 +16,15 @@ from app.models import (
     CompleteReport,
     DecideRequest,
     DecideResponse,
+    DecisionListResponse,
+    DecisionRecordResponse,
     ErrorBody,
     ExecutionReportResponse,
     FailReport,
+    ToolListResponse,
 )
+from app.vocabulary import DECISIONS, EVENT_TYPES, IDEMPOTENCY_KEY_PATTERN, REQUEST_ID_PATTERN
+from app.web.decisions import TEXT_PATTERN
 
 bp = Blueprint("openapi", __name__)
 
@@ -51,8 +55,8 @@ def _errors(*statuses: str) -> dict[str, Any]:
 
 
 _ANY_OBJECT = {"type": "object"}
-#: An idempotency key: 1-255 printable ASCII characters (app.idempotency.validate_key).
-_IDEMPOTENCY_KEY = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[\\x20-\\x2b\\x2d-\\x7e]{1,255}$"}
+#: An idempotency key (app.idempotency.keys.validate_key).
+_IDEMPOTENCY_KEY = {"type": "string", "minLength": 1, "maxLength": 255, "pattern": IDEMPOTENCY_KEY_PATTERN}
 
 
 def _execution_report(operation_id: str, summary: str, body: str) -> dict[str, Any]:
@@ -124,39 +128,6 @@ def _approval_paths() -> dict[str, Any]:
     }
 
 
-def _decision_schemas() -> dict[str, Any]:
-    """``DecisionRecord`` and ``DecisionListResponse`` (``app.audit``, ``app.web.decisions``)."""
-    text, nullable = {"type": "string"}, {"type": ["string", "null"]}
-    strings, hex64 = {"type": "array", "items": text}, {"type": "string", "pattern": "^[0-9a-f]{64}$"}
-    properties = {
-        "decision_id": {"type": "string", "pattern": "^[0-9A-HJKMNP-TV-Z]{26}$", "description": "ULID"},
-        "event": {"type": "string", "enum": list(EVENT_TYPES)},
-        "time": {"type": "string", "format": "date-time", "description": "UTC, microseconds"},
-        "request_id": text, "trace_id": nullable, "tenant": text, "subject_id": nullable, "roles": strings,
-        "conversation_id": nullable, "tool": nullable, "version": nullable,
-        "decision": {"enum": [*DECISIONS, None]}, "ai_sdk_status": nullable, "reasons": strings,
-        "policy_revision": nullable, "engine": nullable, "engine_decision_id": nullable,
-        "input_fingerprint": nullable, "input": {"type": ["object", "null"], "description": "sensitive paths redacted"},
-        "redacted_paths": strings, "idempotency_key_hash": nullable, "replayed": {"type": "boolean"},
-        "approval_id": nullable, "approver_id": nullable, "error_code": nullable,
-        "durations_ms": {"type": "object", "additionalProperties": {"type": "number"}},
-        "seq": {"type": "integer", "minimum": 1}, "prev_hash": hex64, "hash": hex64,
-    }
-    record = {
-        "type": "object",
-        "description": "A decision log record; hash = SHA-256 of the RFC 8785 JSON of every other field.",
-        "required": list(properties),
-        "properties": properties,
-    }
-    listing = {
-        "type": "object",
-        "required": ["records", "next_cursor", "request_id"],
-        "properties": {"records": {"type": "array", "items": _ref("DecisionRecord")}, "next_cursor": nullable,
-                       "request_id": text},
-    }
-    return {"DecisionRecord": record, "DecisionListResponse": listing}
-
-
 def _decision_paths() -> dict[str, Any]:
     """The path items of the decision log API (``app.web.decisions``), for auditors."""
     bearer = [{"bearer": []}]
@@ -198,9 +169,7 @@ def _decision_paths() -> dict[str, Any]:
                 "security": bearer,
                 "parameters": [{"name": "decision_id", "in": "path", "required": True, "schema": {"type": "string"}}],
                 "responses": {
-                    "200": _json({"type": "object", "required": ["record", "request_id"],
-                                  "properties": {"record": _ref("DecisionRecord"), "request_id": {"type": "string"}}},
-                                 "The record."),
+                    "200": _json(_ref("DecisionRecordResponse"), "The record."),
                     **_errors("401", "403", "404", "500", "503"),
                 },
             }
@@ -216,7 +185,8 @@ def build_openapi() -> dict[str, Any]:
             (DecideRequest, "validation"), (DecideResponse, "serialization"), (ErrorBody, "serialization"),
             (CompleteReport, "validation"), (FailReport, "validation"), (ExecutionReportResponse, "serialization"),
             (ApprovalAnswerBody, "validation"), (ApprovalResponse, "serialization"),
-            (ApprovalListResponse, "serialization"),
+            (ApprovalListResponse, "serialization"), (DecisionListResponse, "serialization"),
+            (DecisionRecordResponse, "serialization"), (ToolListResponse, "serialization"),
         ],
         ref_template="#/components/schemas/{model}",
     )
@@ -238,7 +208,7 @@ def build_openapi() -> dict[str, Any]:
                         {"name": "Idempotency-Key", "in": "header", "required": False,
                          "schema": _IDEMPOTENCY_KEY},
                         {"name": "X-Request-Id", "in": "header", "required": False,
-                         "description": "Echoed when it matches ^[A-Za-z0-9._:-]{1,128}$, else replaced.",
+                         "description": f"Echoed when it matches {REQUEST_ID_PATTERN}, else replaced.",
                          "schema": {"type": "string"}},
                     ],
                     "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("DecideRequest")}}},
@@ -262,11 +232,7 @@ def build_openapi() -> dict[str, Any]:
                     "summary": "List tool contracts with their JSON Schemas.",
                     "security": bearer,
                     "responses": {
-                        "200": _json(
-                            {"type": "object", "required": ["tools", "request_id"],
-                             "properties": {"tools": {"type": "array", "items": _ANY_OBJECT}, "request_id": {"type": "string"}}},
-                            "Every registered contract.",
-                        ),
+                        "200": _json(_ref("ToolListResponse"), "Every registered contract."),
                         **_errors("401", "500", "503"),
                     },
                 }
@@ -288,7 +254,7 @@ def build_openapi() -> dict[str, Any]:
             },
         },
         "components": {
-            "schemas": {**defs["$defs"], **_decision_schemas()},
+            "schemas": defs["$defs"],
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}},
         },
     }

@@ -12,18 +12,21 @@ answering process's current status (for the sidecar with the sidecar's bundle st
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, Response, jsonify
 
 from app.errors import Forbidden
+from app.models import Subject
+from app.web.auth import require_subject
+from app.web.context import current_deps
 from app.web.requests import request_id
 
 bp = Blueprint("policy_status", __name__)
 
 
 @bp.get("/v1/policy/status")
-def policy_status():
-    deps = current_app.extensions["toolgate"]
-    subject = deps.verifier.verify(request.headers.getlist("Authorization"))
+@require_subject
+def policy_status(subject: Subject) -> Response:
+    deps = current_deps()
     if not set(subject.roles) & set(deps.settings.policy_operator_roles):
         raise Forbidden("an operator role is required to read the policy status")
     engine = deps.engine

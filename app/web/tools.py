@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, jsonify, request
+from flask import Blueprint, Response, jsonify
 
+from app.models import Subject, ToolListResponse
+from app.web.auth import require_subject
+from app.web.context import current_deps
 from app.web.requests import request_id
 
 bp = Blueprint("tools", __name__)
 
 
 @bp.get("/v1/tools")
-def list_tools():
-    """List contracts: ``{"tools": [{name, version, description, mutating, risk, retry_safe,
-    sensitive_paths, idempotency_key_field, lease_s, input_schema, output_schema}], "request_id"}``.
-
-    The ``input_schema`` can be handed to a model as the tool definition. Requires a valid
-    bearer token (401 otherwise).
+@require_subject
+def list_tools(subject: Subject) -> Response:
+    """List contracts: ``ToolListResponse`` ``{"tools": [{name, version, description, mutating,
+    risk, retry_safe, sensitive_paths, idempotency_key_field, lease_s, input_schema,
+    output_schema}], "request_id"}``. The ``input_schema`` can be handed to a model as the tool
+    definition. Errors: 401.
     """
-    deps = current_app.extensions["toolgate"]
-    deps.verifier.verify(request.headers.getlist("Authorization"))
-    return jsonify({"tools": [c.describe() for c in deps.contracts.all()], "request_id": request_id()})
+    body = ToolListResponse(tools=[c.describe() for c in current_deps().contracts.all()], request_id=request_id())
+    return jsonify(body.model_dump(mode="json"))

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from app.grants import GrantSigner
+from app.approvals.grants import GrantSigner
 from tests.support.approvals import (
     ADMIN,
     APPROVER,

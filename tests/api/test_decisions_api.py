@@ -14,7 +14,8 @@ import jwt
 import psycopg
 import pytest
 
-from app.audit import AuditEvent, DecisionQuery, hash_idempotency_key
+from app.audit.queries import DecisionQuery
+from app.audit.records import AuditEvent, hash_idempotency_key
 from app.cli import main
 from tests.conftest import shared_dir
 from tests.support.calls import auth, decide_body, make_token

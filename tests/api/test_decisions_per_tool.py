@@ -8,7 +8,7 @@ from collections import defaultdict
 
 import pytest
 
-from app.contracts import ContractRegistry
+from app.contracts.registry import ContractRegistry
 from tests.conftest import CONTRACTS_DIR
 from tests.support.calls import auth, decide_body
 from tests.support.decision_cases import CASES, DecisionCase

@@ -67,7 +67,7 @@ def test_the_decision_record_names_the_revision_of_the_real_server(make_app, rea
     resp = app.test_client().post("/v1/decide", json=decide_body("readFile", {"path": "/srv/reports/q1.csv"}),
                                   headers=auth(roles=["support_agent"]))
     assert resp.status_code == 200
-    from app.audit import DecisionQuery
+    from app.audit.queries import DecisionQuery
 
     records = list(app.extensions["toolgate"].decision_reader.iter_records(DecisionQuery()))
     assert [r.policy_revision for r in records] == [read_directory(POLICY_DIR).revision]

@@ -479,7 +479,7 @@ def test_openapi_documents_the_execution_reports(client):
 def test_execution_reports_are_recorded_in_the_decision_log(app, client):
     """DESIGN §6: every execution report, refused ones included, is a decision record; the key
     is stored only as its keyed hash."""
-    from app.audit import DecisionQuery
+    from app.audit.queries import DecisionQuery
 
     tool_input = ticket_input()
     key = tool_input["clientMutationId"]

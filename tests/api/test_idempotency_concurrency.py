@@ -11,7 +11,7 @@ from typing import Callable, Iterator
 import pytest
 import requests
 
-from app.auth import mint_dev_token
+from app.auth.dev_tokens import mint_dev_token
 from app.settings import Settings
 from tests.support.calls import decide_body
 from tests.support.gateway import GatewayProcess

@@ -13,7 +13,7 @@ import time
 import pytest
 import requests
 
-from app.auth import mint_dev_token
+from app.auth.dev_tokens import mint_dev_token
 from app.engine.sources import BundleUrlSource
 from app.policy.bundle import read_directory
 from app.policy.bundle_server import BundleCache, make_server

@@ -13,7 +13,7 @@ import time
 import redis
 import requests
 
-from app.auth import mint_dev_token
+from app.auth.dev_tokens import mint_dev_token
 from app.policy.bundle import read_directory
 from app.settings import Settings
 from tests.conftest import POLICY_DIR, PROJECT_ROOT

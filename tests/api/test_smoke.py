@@ -22,7 +22,7 @@ def test_allow_with_ec_token(client):
 
 
 def test_dry_run_reserves_nothing_and_creates_no_approval(app, client, redis_client):
-    from app.audit import DecisionQuery
+    from app.audit.queries import DecisionQuery
 
     body = decide_body("processPayment", {"amount": 1500, "currency": "EUR", "recipient": "acct_42"}, dry_run=True)
     resp = client.post("/v1/decide", json=body, headers=auth(roles=["admin"]))

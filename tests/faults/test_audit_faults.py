@@ -15,7 +15,7 @@ from typing import Iterator
 
 import pytest
 
-from app.audit import DecisionQuery
+from app.audit.queries import DecisionQuery
 from tests.support.calls import auth, decide_body
 from tests.support.postgres import fresh_database, shared_postgres
 

@@ -11,7 +11,8 @@ import time
 import pytest
 import yaml
 
-from app.audit import DecisionQuery, open_decision_log
+from app.audit.queries import DecisionQuery
+from app.audit.stores import open_decision_log
 from app.cli import main
 from tests.conftest import CONTRACTS_DIR
 from tests.support.idempotency import decide, report, ticket, ticket_input

@@ -11,20 +11,12 @@ import pytest
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
-from app.approvals import (
-    GRANT_EXPIRED,
-    GRANT_INVALID,
-    GRANT_MISSING,
-    GRANT_USED,
-    RECORD_GRACE_S,
-    ApprovalKeys,
-    ApprovalRejected,
-    ApprovalService,
-    CallFacts,
-    VerifiedApproval,
-)
+from app.approvals.presented import GRANT_EXPIRED, GRANT_INVALID, GRANT_MISSING, GRANT_USED, ApprovalRejected, VerifiedApproval
+from app.approvals.records import CallFacts
+from app.approvals.service import ApprovalService
+from app.approvals.store import RECORD_GRACE_S, ApprovalKeys
 from app.errors import Conflict, Forbidden, NotFound
-from app.grants import GrantSigner
+from app.approvals.grants import GrantSigner
 from app.models import ApprovalPresentation, PolicyDecision, Subject
 from app.redis_client import build_redis
 from app.settings import Settings

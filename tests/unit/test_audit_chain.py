@@ -10,7 +10,8 @@ import sqlite3
 import psycopg
 import pytest
 
-from app.audit import GENESIS_HASH, AuditEvent, AuditRecord, open_decision_log
+from app.audit.records import GENESIS_HASH, AuditEvent, AuditRecord
+from app.audit.stores import open_decision_log
 from app.audit.chain import verify_chains
 from tests.support.postgres import audit_dsn  # noqa: F401  (fixture)
 

@@ -11,7 +11,7 @@ from typing import Iterator
 
 import pytest
 
-from app.audit import AuditEvent, AuditRecord
+from app.audit.records import AuditEvent, AuditRecord
 from app.audit.chain import seal
 from app.audit.export import COLUMNS, write_csv, write_jsonl, write_records, write_table
 

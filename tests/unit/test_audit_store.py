@@ -9,14 +9,9 @@ import multiprocessing
 
 import pytest
 
-from app.audit import (
-    AuditEvent,
-    DecisionQuery,
-    decode_cursor,
-    encode_cursor,
-    hash_idempotency_key,
-    open_decision_log,
-)
+from app.audit.queries import DecisionQuery, decode_cursor, encode_cursor
+from app.audit.records import AuditEvent, hash_idempotency_key
+from app.audit.stores import open_decision_log
 from app.audit.chain import verify_chains
 from app.errors import ValidationFailed
 from tests.support.postgres import audit_dsn  # noqa: F401  (fixture)

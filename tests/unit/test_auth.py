@@ -22,8 +22,10 @@ from typing import Any
 
 import pytest
 
-from app import auth as auth_module
-from app.auth import JwksCache, TokenVerifier, mint_dev_token
+from app.auth import jws
+from app.auth.dev_tokens import mint_dev_token
+from app.auth.jwks import JwksCache
+from app.auth.verifier import TokenVerifier
 from app.errors import DependencyUnavailable, Unauthenticated
 from app.models import Subject
 from app.settings import Settings, SettingsError
@@ -516,8 +518,8 @@ def test_jwt_033_oversized_token_rejected_before_any_decoding(
     headers = bearer(token)
     assert len(headers[0]) > 8192
     decoded: list[str] = []
-    real_decode = auth_module._b64url_decode
-    monkeypatch.setattr(auth_module, "_b64url_decode", lambda seg: decoded.append(seg) or real_decode(seg))
+    real_decode = jws.b64url_decode
+    monkeypatch.setattr(jws, "b64url_decode", lambda seg: decoded.append(seg) or real_decode(seg))
     t0 = time.monotonic()
     exc = expect_401(verifier, headers)
     assert time.monotonic() - t0 < 0.2

@@ -12,18 +12,22 @@ from dataclasses import dataclass, replace
 import pytest
 from redis.crc import key_slot
 
-from app.contract_models import MODEL_CONTRACTS
+from app.contracts.builtin import BUILTIN_CONTRACTS
 from app.errors import Conflict, DependencyUnavailable, NotFound, ValidationFailed
 from app.fingerprint import fingerprint
-from app.idempotency import IdempotencyStore, PendingCall, Scope, Stored, call_key, prepare, validate_key
-from app.models import Subject
+from app.decide import reservations
+from app.decide.stages import DecideCall, Parsed, Validated
+from app.decide.validation import validate
+from app.idempotency.keys import Scope, call_key, validate_key
+from app.idempotency.store import IdempotencyStore, PendingCall, Stored
+from app.models import DecideRequest, Subject
 from app.redis_client import RedisConnection, build_redis
 from app.settings import Settings
 from tests.support.redis_cluster import RedisClusterHarness
 from tests.support.servers import free_port
 
-CREATE_TICKET = next(c for c in MODEL_CONTRACTS if c.name == "createTicket")
-EXPORT_REPORT = next(c for c in MODEL_CONTRACTS if c.name == "exportReport")
+CREATE_TICKET = next(c for c in BUILTIN_CONTRACTS if c.name == "createTicket")
+EXPORT_REPORT = next(c for c in BUILTIN_CONTRACTS if c.name == "exportReport")
 TICKET = {"id": "T-1", "title": "Printer", "status": "open", "priority": "normal"}
 
 
@@ -170,7 +174,7 @@ def test_completed_is_replayed(backend):
     assert store.inspect(scope, call.fingerprint, retry_safe=False) == Stored("completed", result=TICKET)
     assert store.claim(call) == Stored("completed", result=TICKET)  # claim never overwrites
     settled = store.settle(replace(call, stored=None))
-    assert settled == {"key": scope.key, "state": "replayed", "replayed": True, "outcome": "completed", "result": TICKET}
+    assert settled.model_dump(exclude_unset=True) == {"key": scope.key, "state": "replayed", "replayed": True, "outcome": "completed", "result": TICKET}
 
 
 def test_other_fingerprint_is_422_and_leaves_the_record(backend):
@@ -299,21 +303,29 @@ def test_operator_resolution(backend):
 def test_settle_reserves_and_reports_the_lease(backend):
     store, scope = backend.store(lease_s=45), _scope()
     info = store.settle(_call(scope, lease_s=45))
-    assert info["state"] == "reserved" and info["replayed"] is False and info["key"] == scope.key
-    assert info["lease_expires_at"].endswith("Z") and len(info["reservation_token"]) == 32
+    assert info.state == "reserved" and info.replayed is False and info.key == scope.key
+    assert info.lease_expires_at is not None and info.lease_expires_at.endswith("Z")
+    assert info.reservation_token is not None and len(info.reservation_token) == 32
 
 
-def test_prepare_uses_the_contract_lease_and_retry_safety(backend):
-    store = backend.store(lease_s=60)
+def _validated(contract, data: dict, header_key: str | None) -> Validated:
+    """The validated stage of an exportReport call by u-1 of acme."""
+    call = DecideCall(request_id="r", authorization=(), body=b"{}", idempotency_key=header_key)
     subject = Subject(id="u-1", tenant="acme", roles=("support_agent",))
+    request = DecideRequest(tool="exportReport", version="1", input=data)
+    parsed = Parsed(call=call, subject=subject, request=request, contract=contract, sensitive_paths=())
+    return validate(parsed, Settings())
+
+
+def test_check_uses_the_contract_lease_and_retry_safety(backend):
+    store = backend.store(lease_s=60)
     data = {"start_date": "2025-01-01", "end_date": "2025-01-31"}
     lease_override = replace(EXPORT_REPORT, meta=EXPORT_REPORT.meta.model_copy(update={"lease_s": 7}))
-    pending = prepare(store, header_key="r-1", subject=subject, tool="exportReport", version="1",
-                      contract=lease_override, normalized_input=data)
+    pending = reservations.check(_validated(lease_override, data, "r-1"), store)
+    assert pending is not None
     assert pending.lease_s == 7 and pending.retry_safe is True and pending.stored is None
     assert pending.fingerprint == fingerprint("acme", "u-1", "exportReport", "1", data)
-    assert prepare(store, header_key=None, subject=subject, tool="exportReport", version="1",
-                   contract=EXPORT_REPORT, normalized_input=data) is None
+    assert reservations.check(_validated(EXPORT_REPORT, data, None), store) is None
 
 
 def test_one_claim_wins_among_50_threads(backend):

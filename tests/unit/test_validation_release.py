@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 import weakref
 
-from app.contracts import ContractRegistry
+from app.contracts.registry import ContractRegistry
 from app.errors import ValidationFailed
 from tests.conftest import CONTRACTS_DIR
 

@@ -3,14 +3,14 @@
 ``report_complete`` validates the result against the contract of the reserved tool and stores
 it; ``report_failure`` releases the key or stores the failure. Both act only on a record the
 same tenant and subject reserved, compare-and-set on the owner token when one is given.
-No Flask here: ``app.web.executions`` authenticates and parses, then calls these.
 """
 
 from __future__ import annotations
 
-from app.contracts import ContractRegistry
+from app.contracts.registry import ContractRegistry
 from app.errors import NotFound, ValidationFailed
-from app.idempotency import IdempotencyStore, Report, Scope, validate_key
+from app.idempotency.keys import Scope, validate_key
+from app.idempotency.store import IdempotencyStore, Report
 from app.models import CompleteReport, FailReport, Subject
 
 

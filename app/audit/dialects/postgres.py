@@ -19,7 +19,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
-from app.audit.sql import SqlDecisionStore
+from app.audit.sql_store import SqlDecisionStore
 from app.errors import DependencyUnavailable
 
 log = logging.getLogger(__name__)

@@ -27,8 +27,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from app.audit import AuditEvent, AuditRecord
-from app.audit.sql import SqlDecisionStore, canonical_members_or_unavailable
+from app.audit.records import AuditEvent, AuditRecord
+from app.audit.sql_store import SqlDecisionStore
+from app.audit.sql_writer import canonical_members_or_unavailable
 from app.errors import DependencyUnavailable
 
 log = logging.getLogger(__name__)

@@ -1,8 +1,8 @@
-"""Tool contracts authored as pydantic models: the ones that normalize input or need
+"""The tool contracts shipped as pydantic models: the ones that normalize input or need
 cross-field rules. JSON-Schema-only contracts live as files under ``contracts/``.
 
 To add one: write the input model (``extra="forbid"``), optionally an output model, and add a
-``contract_from_models(...)`` entry to ``MODEL_CONTRACTS``.
+``contract_from_models(...)`` entry to ``BUILTIN_CONTRACTS``.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from pydantic import (
     model_validator,
 )
 
-from app.contracts import ContractMetadata, ToolContract, contract_from_models
+from app.contracts.contract import ContractMetadata, ToolContract
+from app.contracts.pydantic_contracts import contract_from_models
 
 _STRICT = ConfigDict(extra="forbid", str_strip_whitespace=False)
 
@@ -120,7 +121,7 @@ class ExportReportInput(BaseModel):
         return self
 
 
-MODEL_CONTRACTS: list[ToolContract] = [
+BUILTIN_CONTRACTS: list[ToolContract] = [
     contract_from_models(
         ContractMetadata(
             name="createTicket",
@@ -133,7 +134,7 @@ MODEL_CONTRACTS: list[ToolContract] = [
         ),
         CreateTicketInput,
         CreateTicketOutput,
-        "app.contract_models:CreateTicketInput",
+        "app.contracts.builtin:CreateTicketInput",
     ),
     contract_from_models(
         ContractMetadata(
@@ -146,7 +147,7 @@ MODEL_CONTRACTS: list[ToolContract] = [
         ),
         ProcessPaymentInput,
         None,
-        "app.contract_models:ProcessPaymentInput",
+        "app.contracts.builtin:ProcessPaymentInput",
     ),
     contract_from_models(
         ContractMetadata(
@@ -159,6 +160,6 @@ MODEL_CONTRACTS: list[ToolContract] = [
         ),
         ExportReportInput,
         None,
-        "app.contract_models:ExportReportInput",
+        "app.contracts.builtin:ExportReportInput",
     ),
 ]

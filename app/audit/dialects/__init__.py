@@ -1,0 +1,1 @@
+"""The decision log's database dialects: ``sqlite`` (one file, the default) and ``postgres``."""

@@ -1,0 +1,86 @@
+"""The decision log's SQL schema, valid in SQLite and PostgreSQL alike: the migrations that
+reach ``SCHEMA_VERSION`` and the statements the writer and the reader share. Statements use
+``?`` placeholders (a dialect rewrites them).
+
+Tables: ``decision_records`` (one row per record: the indexed columns of ``INDEXED_FIELDS``,
+the canonical content ``doc`` and its ``hash``), ``decision_chain_heads`` (the last record of
+each tenant chain, locked by writers), ``decision_checkpoints`` (what ``purge`` removed, signed),
+``decision_schema`` (applied versions).
+"""
+
+from __future__ import annotations
+
+from app.audit.records import INDEXED_FIELDS
+
+SCHEMA_VERSION = 1
+
+#: (version, statements) applied in order to reach ``SCHEMA_VERSION``. Types valid in both.
+MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
+    (
+        1,
+        (
+            """CREATE TABLE IF NOT EXISTS decision_records (
+                decision_id TEXT PRIMARY KEY,
+                tenant TEXT NOT NULL,
+                seq BIGINT NOT NULL,
+                time_us BIGINT NOT NULL,
+                event TEXT NOT NULL,
+                request_id TEXT NOT NULL,
+                subject_id TEXT,
+                conversation_id TEXT,
+                tool TEXT,
+                decision TEXT,
+                error_code TEXT,
+                approval_id TEXT,
+                idempotency_key_hash TEXT,
+                replayed INTEGER NOT NULL,
+                doc TEXT NOT NULL,
+                hash TEXT NOT NULL,
+                UNIQUE (tenant, seq)
+            )""",
+            """CREATE TABLE IF NOT EXISTS decision_chain_heads (
+                tenant TEXT PRIMARY KEY,
+                seq BIGINT NOT NULL,
+                hash TEXT NOT NULL,
+                decision_id TEXT
+            )""",
+            """CREATE TABLE IF NOT EXISTS decision_checkpoints (
+                tenant TEXT PRIMARY KEY,
+                seq BIGINT NOT NULL,
+                hash TEXT NOT NULL,
+                decision_id TEXT NOT NULL,
+                purged_before_us BIGINT NOT NULL,
+                created_us BIGINT NOT NULL,
+                signature TEXT NOT NULL
+            )""",
+            "CREATE INDEX IF NOT EXISTS decision_records_tenant_id ON decision_records (tenant, decision_id)",
+            "CREATE INDEX IF NOT EXISTS decision_records_tenant_time ON decision_records (tenant, time_us)",
+            "CREATE INDEX IF NOT EXISTS decision_records_time ON decision_records (time_us)",
+            "CREATE INDEX IF NOT EXISTS decision_records_subject_id ON decision_records (tenant, subject_id, decision_id)",
+            "CREATE INDEX IF NOT EXISTS decision_records_subject_time ON decision_records (tenant, subject_id, time_us)",
+            "CREATE INDEX IF NOT EXISTS decision_records_conversation ON decision_records"
+            " (tenant, subject_id, conversation_id, time_us)",
+            "CREATE INDEX IF NOT EXISTS decision_records_tool ON decision_records (tenant, tool, decision_id)",
+            "CREATE INDEX IF NOT EXISTS decision_records_decision ON decision_records (tenant, decision, decision_id)",
+            "CREATE INDEX IF NOT EXISTS decision_records_event ON decision_records (tenant, event, decision_id)",
+            "CREATE INDEX IF NOT EXISTS decision_records_error ON decision_records (tenant, error_code, decision_id)",
+            "CREATE INDEX IF NOT EXISTS decision_records_request ON decision_records (request_id)",
+            "CREATE INDEX IF NOT EXISTS decision_records_approval ON decision_records (approval_id)",
+            "CREATE INDEX IF NOT EXISTS decision_records_key ON decision_records (idempotency_key_hash)",
+        ),
+    ),
+)
+
+COLUMNS = ", ".join(INDEXED_FIELDS)
+INSERT_RECORD = (
+    f"INSERT INTO decision_records ({COLUMNS}, doc, hash) VALUES ({', '.join('?' * (len(INDEXED_FIELDS) + 2))})"
+)
+SELECT_RECORD = "SELECT doc, hash FROM decision_records"
+SELECT_HEAD = "SELECT seq, hash, decision_id FROM decision_chain_heads WHERE tenant = ?"
+UPSERT_CHECKPOINT = (
+    "INSERT INTO decision_checkpoints (tenant, seq, hash, decision_id, purged_before_us, created_us, signature)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant) DO UPDATE SET seq = excluded.seq, hash = excluded.hash,"
+    " decision_id = excluded.decision_id, purged_before_us = excluded.purged_before_us,"
+    " created_us = excluded.created_us, signature = excluded.signature"
+)
+

@@ -1,0 +1,98 @@
+"""The SQL store shared by the SQLite and PostgreSQL dialects: the backend hooks and the schema.
+
+One code path for both databases. A dialect supplies only its connections and transactions
+(``_write()``: a transaction holding the database's write lock on SQLite or a plain transaction
+on PostgreSQL; ``_read()``: a cursor outside an explicit transaction), its placeholder style
+(``_sql``), the row lock clause of the chain head (``FOR UPDATE`` on PostgreSQL; SQLite's
+``BEGIN IMMEDIATE`` already serialises writers) and a schema lock. Both translate their library
+errors into ``DependencyUnavailable``. ``SqlWriter`` and ``SqlReader`` build on this; a
+dialect's store is both.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import abstractmethod
+from contextlib import AbstractContextManager
+from typing import Any
+
+from app.audit.schema import MIGRATIONS, SCHEMA_VERSION
+
+
+class SqlBase:
+    """Hooks and schema management of a DB-API database (see the module docstring)."""
+
+    #: Appended to the chain head SELECT inside ``_write`` (PostgreSQL: `` FOR UPDATE``).
+    _lock_clause = ""
+    #: A query whose first column is non-null when the ``decision_schema`` table exists.
+    _schema_exists_sql = ""
+
+    def __init__(self) -> None:
+        self._schema_ready = False
+        self._schema_lock = threading.Lock()
+
+    # -- backend hooks ------------------------------------------------------------------------
+
+    @abstractmethod
+    def _write(self) -> AbstractContextManager[Any]:
+        """A cursor inside a write transaction, committed on exit (rolled back on error)."""
+
+    @abstractmethod
+    def _read(self) -> AbstractContextManager[Any]:
+        """A cursor for reads."""
+
+    def _sql(self, statement: str) -> str:
+        """``statement`` in the backend's placeholder style (statements here use ``?``)."""
+        return statement
+
+    def _lock_schema(self, cur: Any) -> None:
+        """Serialise migrations between processes (inside the migration transaction)."""
+
+    # -- schema -------------------------------------------------------------------------------
+
+    def ensure_schema(self) -> None:
+        """Create or migrate the schema once per process; reads only when it is current (so
+        a read-only store still serves reads). Raises ``DependencyUnavailable``."""
+        if self._schema_ready:
+            return
+        with self._schema_lock:
+            if self._schema_ready:
+                return
+            with self._read() as cur:
+                current = self._schema_version(cur)
+            if current < SCHEMA_VERSION:
+                with self._write() as cur:
+                    self._lock_schema(cur)
+                    cur.execute("CREATE TABLE IF NOT EXISTS decision_schema (version INTEGER NOT NULL)")
+                    current = self._schema_version(cur)
+                    for version, statements in MIGRATIONS:
+                        if version > current:
+                            for statement in statements:
+                                cur.execute(statement)
+                            cur.execute(self._sql("INSERT INTO decision_schema (version) VALUES (?)"), (version,))
+            self._schema_ready = True
+
+    def _schema_version(self, cur: Any) -> int:
+        cur.execute(self._schema_exists_sql)
+        row = cur.fetchone()
+        if not row or row[0] is None:
+            return 0
+        cur.execute("SELECT MAX(version) FROM decision_schema")
+        row = cur.fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def probe(self) -> None:
+        """Readiness: the schema is current and a query answers."""
+        self.ensure_schema()
+        with self._read() as cur:
+            cur.execute("SELECT 1")
+            cur.fetchone()
+
+    def tenants(self) -> list[str]:
+        """Tenants with a chain head or a record."""
+        self.ensure_schema()
+        with self._read() as cur:
+            cur.execute(
+                "SELECT tenant FROM decision_chain_heads UNION SELECT DISTINCT tenant FROM decision_records ORDER BY 1"
+            )
+            return [row[0] for row in cur.fetchall()]

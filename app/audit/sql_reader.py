@@ -1,0 +1,170 @@
+"""The decision log's reader over SQL (``DecisionLogReader``): records by id, filtered pages
+(keyset pagination on ``decision_id``), exports in batches, the subject history of a policy
+input, and the chain walk of ``verify``."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Sequence
+
+from app.audit.chain import parse_content
+from app.audit.queries import MAX_PAGE, DecisionPage, DecisionQuery, SubjectHistory, decode_cursor, encode_cursor
+from app.audit.records import INDEXED_FIELDS, AuditRecord, ChainEntry, ChainHead, Checkpoint
+from app.audit.schema import COLUMNS, SELECT_HEAD, SELECT_RECORD
+from app.audit.sql_base import SqlBase
+from app.timefmt import epoch_us, from_epoch_us, utc_now
+
+
+def _record(row: Sequence[Any]) -> AuditRecord:
+    return AuditRecord.from_content(parse_content(row[0]), row[1])  # type: ignore[arg-type]
+
+
+def _content(text: str) -> dict[str, Any] | None:
+    try:
+        value = parse_content(text)
+    except (TypeError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+
+class SqlReader(SqlBase):
+    """The reads (see the module docstring)."""
+
+
+    def get(self, decision_id: str, *, tenant: str | None = None) -> AuditRecord | None:
+        """The record ``decision_id`` (of ``tenant`` when given), or None."""
+        self.ensure_schema()
+        sql, params = SELECT_RECORD + " WHERE decision_id = ?", [decision_id]
+        if tenant is not None:
+            sql += " AND tenant = ?"
+            params.append(tenant)
+        with self._read() as cur:
+            cur.execute(self._sql(sql), params)
+            row = cur.fetchone()
+        return _record(row) if row else None
+
+    @staticmethod
+    def _where(query: DecisionQuery) -> tuple[list[str], list[Any]]:
+        clauses, params = [], []
+        for column, value in query.equality_filters().items():
+            clauses.append(f"{column} = ?")
+            params.append(value)
+        if query.since is not None:
+            clauses.append("time_us >= ?")
+            params.append(epoch_us(query.since))
+        if query.until is not None:
+            clauses.append("time_us < ?")
+            params.append(epoch_us(query.until))
+        return clauses, params
+
+    def _select(self, clauses: list[str], params: list[Any], order: str, limit: int) -> list[AuditRecord]:
+        sql = SELECT_RECORD
+        if clauses:
+            sql += " WHERE " + " AND ".join(clauses)
+        sql += f" ORDER BY decision_id {order} LIMIT ?"
+        with self._read() as cur:
+            cur.execute(self._sql(sql), [*params, limit])
+            rows = cur.fetchall()
+        return [_record(row) for row in rows]
+
+    def query(self, query: DecisionQuery, *, limit: int = 100, cursor: str | None = None) -> DecisionPage:
+        """Newest first, keyset on ``decision_id``. Raises ``ValueError`` for a limit outside
+        1..``MAX_PAGE`` and ``ValidationFailed`` (400) for a bad cursor."""
+        if not 1 <= limit <= MAX_PAGE:
+            raise ValueError(f"limit must be within 1..{MAX_PAGE}")
+        self.ensure_schema()
+        clauses, params = self._where(query)
+        if cursor is not None:
+            clauses.append("decision_id < ?")
+            params.append(decode_cursor(cursor))
+        records = self._select(clauses, params, "DESC", limit + 1)
+        if len(records) > limit:
+            return DecisionPage(records[:limit], encode_cursor(records[limit - 1].decision_id))
+        return DecisionPage(records, None)
+
+    def iter_records(self, query: DecisionQuery, *, batch_size: int = 500) -> Iterator[AuditRecord]:
+        """Oldest first; one short read per batch, so memory stays constant."""
+        self.ensure_schema()
+        clauses, params = self._where(query)
+        after: str | None = None
+        while True:
+            extra = (["decision_id > ?"], [after]) if after is not None else ([], [])
+            batch = self._select(clauses + extra[0], params + extra[1], "ASC", batch_size)
+            yield from batch
+            if len(batch) < batch_size:
+                return
+            after = batch[-1].decision_id
+
+    def subject_history(
+        self,
+        tenant: str,
+        subject_id: str,
+        *,
+        conversation_id: str | None = None,
+        window_s: int = 86_400,
+        max_rows: int = 1000,
+    ) -> SubjectHistory:
+        """One range scan over the subject's (and conversation's) newest ``max_rows`` records
+        in the window; allowed, non-replayed decide records counted per tool."""
+        self.ensure_schema()
+        since_us = epoch_us(utc_now()) - window_s * 1_000_000
+        sql = "SELECT tool, event, decision, error_code, replayed FROM decision_records WHERE tenant = ? AND subject_id = ?"
+        params: list[Any] = [tenant, subject_id]
+        if conversation_id is not None:
+            sql += " AND conversation_id = ?"
+            params.append(conversation_id)
+        sql += " AND time_us >= ? ORDER BY time_us DESC LIMIT ?"
+        params += [since_us, max_rows]
+        with self._read() as cur:
+            cur.execute(self._sql(sql), params)
+            rows = cur.fetchall()
+        tools: dict[str, int] = {}
+        for tool, event, decision, error_code, replayed in rows:
+            if event == "decide" and decision == "allow" and error_code is None and not replayed and tool:
+                tools[tool] = tools.get(tool, 0) + 1
+        return SubjectHistory(window_s, conversation_id, sum(tools.values()), dict(sorted(tools.items())), len(rows) >= max_rows)
+
+    def chain_head(self, tenant: str) -> ChainHead | None:
+        """The tenant's chain head, or None."""
+        self.ensure_schema()
+        with self._read() as cur:
+            cur.execute(self._sql(SELECT_HEAD), (tenant,))
+            row = cur.fetchone()
+        return ChainHead(tenant, int(row[0]), row[1], row[2]) if row else None
+
+    def checkpoint(self, tenant: str) -> Checkpoint | None:
+        """The tenant's purge checkpoint, or None."""
+        self.ensure_schema()
+        with self._read() as cur:
+            cur.execute(
+                self._sql(
+                    "SELECT seq, hash, decision_id, purged_before_us, created_us, signature"
+                    " FROM decision_checkpoints WHERE tenant = ?"
+                ),
+                (tenant,),
+            )
+            row = cur.fetchone()
+        if row is None:
+            return None
+        seq, hash_hex, decision_id, before_us, created_us, signature = row
+        return Checkpoint(tenant, int(seq), hash_hex, decision_id, from_epoch_us(before_us), from_epoch_us(created_us), signature)
+
+    def iter_chain(self, tenant: str, *, batch_size: int = 1000) -> Iterator[ChainEntry]:
+        """Rows of ``tenant`` by ``seq``, in batches over the (tenant, seq) index."""
+        self.ensure_schema()
+        sql = self._sql(
+            f"SELECT {COLUMNS}, doc, hash FROM decision_records WHERE tenant = ? AND seq > ? ORDER BY seq LIMIT ?"
+        )
+        after = -1
+        seq_index = INDEXED_FIELDS.index("seq")
+        while True:
+            with self._read() as cur:
+                cur.execute(sql, (tenant, after, batch_size))
+                rows = cur.fetchall()
+            for row in rows:
+                columns = dict(zip(INDEXED_FIELDS, row[: len(INDEXED_FIELDS)]))
+                yield ChainEntry(columns, _content(row[-2]), row[-1])
+            if len(rows) < batch_size:
+                return
+            after = rows[-1][seq_index]
+

@@ -1,0 +1,12 @@
+"""``SqlDecisionStore``: the writer and the reader over one DB-API database; each dialect
+(``app.audit.dialects``) subclasses it with its connections."""
+
+from __future__ import annotations
+
+from app.audit.interfaces import DecisionStore
+from app.audit.sql_reader import SqlReader
+from app.audit.sql_writer import SqlWriter
+
+
+class SqlDecisionStore(SqlWriter, SqlReader, DecisionStore):
+    """``DecisionLog`` and ``DecisionLogReader`` over a DB-API database."""

@@ -1,0 +1,105 @@
+"""One tool contract: its metadata and its validators (``ToolContract``).
+
+``validate_input(data) -> dict`` returns the normalized input or raises ``ValidationFailed``
+(HTTP 422) whose ``details.problems`` lists ``{path, message}`` with ``path`` a JSON Pointer
+(RFC 6901). ``validate_output(result)`` does the same for a tool result when the contract has
+an output schema.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.errors import ValidationFailed
+from app.vocabulary import TOOL_NAME_PATTERN, VERSION_PATTERN
+
+Risk = Literal["low", "medium", "high"]
+JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+Problem = dict[str, str]
+Validate = Callable[[Any], Any]
+#: At most this many problems are listed in one error.
+MAX_PROBLEMS = 50
+
+
+class ContractLoadError(ValueError):
+    """A contract file or model is invalid. The message names the file and the problem."""
+
+
+class ContractMetadata(BaseModel):
+    """The metadata every contract carries, whatever its authoring form."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=TOOL_NAME_PATTERN)
+    version: str = Field(pattern=VERSION_PATTERN)
+    description: str = ""
+    mutating: bool
+    risk: Risk
+    retry_safe: bool = False
+    sensitive_paths: tuple[str, ...] = ()
+    idempotency_key_field: str | None = None
+    lease_s: int | None = Field(default=None, gt=0, le=86_400)
+
+
+@dataclass(frozen=True)
+class ToolContract:
+    """One registered tool contract (see the module docstring)."""
+
+    meta: ContractMetadata
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None
+    source: str
+    _validate_input: Validate = field(repr=False)
+    _validate_output: Validate | None = field(repr=False, default=None)
+
+    @property
+    def name(self) -> str:
+        return self.meta.name
+
+    @property
+    def version(self) -> str:
+        return self.meta.version
+
+    def validate_input(self, data: Any) -> dict[str, Any]:
+        """Validate and normalize tool input. Raises ``ValidationFailed`` (422)."""
+        normalized: dict[str, Any] = self._validate_input(data)
+        return normalized
+
+    def validate_output(self, result: Any) -> Any:
+        """Validate a tool result against the output schema (identity when there is none).
+
+        Raises ``ValidationFailed`` (422).
+        """
+        if self._validate_output is None:
+            return result
+        return self._validate_output(result)
+
+    def describe(self) -> dict[str, Any]:
+        """The public description served by ``GET /v1/tools``."""
+        return {
+            **self.meta.model_dump(mode="json"),
+            "input_schema": self.input_schema,
+            "output_schema": self.output_schema,
+        }
+
+
+def pointer(parts: Any) -> str:
+    """The JSON Pointer (RFC 6901) of a path of keys and indexes."""
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
+
+
+def is_sensitive(path: str, sensitive: tuple[str, ...]) -> bool:
+    """True when ``path`` is one of ``sensitive`` or inside one."""
+    return any(path == s or path.startswith(s + "/") for s in sensitive)
+
+
+def mismatch(problems: list[Problem], what: str) -> ValidationFailed:
+    """The 422 for ``what`` (``input`` or ``result``) failing its schema."""
+    return ValidationFailed(
+        f"{what} does not match the tool contract",
+        http_status=422,
+        details={"problems": problems[:MAX_PROBLEMS]},
+    )

@@ -1,0 +1,39 @@
+"""Everything the decide pipeline and the other recorded calls talk to, built once per worker
+by ``app.create_app``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from app.approvals.service import ApprovalService
+from app.audit.interfaces import DecisionLog, DecisionLogReader
+from app.auth.verifier import TokenVerifier
+from app.contracts.registry import ContractRegistry
+from app.decide.recorder import Recorder
+from app.engine.base import PolicyEngine
+from app.idempotency.store import IdempotencyStore
+from app.redis_client import RedisConnection
+from app.settings import Settings
+
+
+@dataclass(frozen=True)
+class Deps:
+    """The collaborators of one worker. ``decision_log`` and ``decision_reader`` are usually one
+    store implementing both interfaces (DESIGN §6); ``recorder`` appends through
+    ``decision_log``."""
+
+    settings: Settings
+    verifier: TokenVerifier
+    contracts: ContractRegistry
+    engine: PolicyEngine
+    redis: RedisConnection
+    idempotency: IdempotencyStore
+    approvals: ApprovalService
+    decision_log: DecisionLog
+    decision_reader: DecisionLogReader
+    recorder: Recorder
+
+    def readiness_checks(self) -> dict[str, Callable[[], None]]:
+        """Named probes for ``/readyz``; each raises ``ToolgateError`` when not ready."""
+        return {"policy_engine": self.engine.probe, "decision_log": self.decision_log.probe}

@@ -1,0 +1,173 @@
+"""The decision record of each kind of recorded call (DESIGN §6), built from what the call
+learnt and how it ended. Inputs are stored with the contract's sensitive paths redacted;
+idempotency keys only as their keyed hash."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from app.approvals.presented import VerifiedApproval
+from app.approvals.records import Approval
+from app.audit.records import AuditEvent, is_storable
+from app.contracts.redaction import redact
+from app.decide.stages import Authenticated, Decided, Parsed, Prepared, Refusal, Validated, conversation_id
+from app.errors import InternalError, ToolgateError
+from app.models import ApprovalAnswerBody, Subject
+from app.vocabulary import EventType
+
+KeyHash = Callable[[str], str]
+_MAX_REASON_CHARS = 500
+
+
+@dataclass(frozen=True)
+class RequestFacts:
+    """The request id and W3C trace id of a recorded call that is not a decide call."""
+
+    request_id: str
+    trace_id: str | None
+
+
+def _error_code(error: ToolgateError | None, succeeded: bool) -> str | None:
+    if error is not None:
+        return error.code
+    return None if succeeded else InternalError.code
+
+
+def _recorded_input(stage: Authenticated) -> tuple[dict[str, Any] | None, list[str]]:
+    """The input as the record keeps it, and the JSON Pointers redacted: the normalized input
+    with the sensitive paths redacted; for input that failed validation, the raw input redacted
+    the same way, or nothing when the contract has sensitive paths (in invalid input their
+    values may sit anywhere), or when it cannot be canonicalized (RFC 8785)."""
+    if isinstance(stage, Validated):
+        redacted, paths = redact(stage.normalized_input, stage.sensitive_paths)
+        storable = stage.fingerprint is not None or is_storable(redacted)
+    elif isinstance(stage, Parsed) and not stage.sensitive_paths:
+        redacted, paths = redact(stage.request.input, ())
+        storable = is_storable(redacted)
+    else:
+        return None, []
+    return (redacted, paths) if storable else (None, paths)
+
+
+def decide_event(
+    stage: Authenticated,
+    decided: Decided | None,
+    error: ToolgateError | None,
+    *,
+    engine: str,
+    key_hash: KeyHash,
+    durations_ms: dict[str, float],
+) -> AuditEvent:
+    """The ``decide`` (or ``decide_dry_run``) record of an authenticated call: ``stage`` is the
+    furthest it reached, ``decided`` its outcome (None when it failed), ``error`` the error it
+    returned (neither: an unexpected failure, recorded as INTERNAL_ERROR)."""
+    call, subject = stage.call, stage.subject
+    request = stage.request if isinstance(stage, Parsed) else None
+    prepared = stage if isinstance(stage, Prepared) else None
+    response = decided.response if decided else None
+    presented = decided.presented if decided else prepared.presented if prepared else None
+    key = prepared.reservation.scope.key if prepared and prepared.reservation else call.idempotency_key
+    recorded_input, redacted_paths = _recorded_input(stage)
+    if decided and decided.approval:
+        approval_id: str | None = decided.approval.approval_id
+    elif isinstance(presented, VerifiedApproval):
+        approval_id = presented.claims.approval_id
+    else:
+        approval_id = presented.approval_id if isinstance(presented, Refusal) else None
+    return AuditEvent(
+        decision_id=call.decision_id,
+        event="decide_dry_run" if request is not None and request.dry_run else "decide",
+        request_id=call.request_id,
+        trace_id=call.trace_id,
+        tenant=subject.tenant,
+        subject_id=subject.id,
+        roles=subject.roles,
+        conversation_id=conversation_id(request) if request else None,
+        tool=request.tool if request else None,
+        version=request.version if request else None,
+        decision=response.decision if response else None,
+        ai_sdk_status=response.ai_sdk_status if response else None,
+        reasons=tuple(response.reasons) if response else (),
+        policy_revision=response.policy_revision if response else None,
+        engine=engine,
+        engine_decision_id=decided.decision.engine_decision_id if decided else None,
+        input_fingerprint=stage.fingerprint if isinstance(stage, Validated) else None,
+        input=recorded_input,
+        redacted_paths=tuple(redacted_paths),
+        idempotency_key_hash=key_hash(key) if key else None,
+        replayed=bool(response and response.idempotency and response.idempotency.state == "replayed"),
+        approval_id=approval_id,
+        approver_id=presented.claims.approver if isinstance(presented, VerifiedApproval) else None,
+        error_code=_error_code(error, decided is not None),
+        durations_ms=dict(durations_ms),
+    )
+
+
+def answer_event(
+    request: RequestFacts,
+    subject: Subject,
+    approval_id: str,
+    decision_id: str,
+    answer: ApprovalAnswerBody,
+    answered: Approval | None,
+    error: ToolgateError | None,
+) -> AuditEvent:
+    """The ``approval_answer`` record of an approver's answer, refused answers included."""
+    facts = answered.request if answered else None
+    ok = answered is not None
+    return AuditEvent(
+        decision_id=decision_id,
+        event="approval_answer",
+        request_id=request.request_id,
+        trace_id=request.trace_id,
+        tenant=subject.tenant,
+        subject_id=subject.id,
+        roles=subject.roles,
+        tool=facts.tool if facts else None,
+        version=facts.version if facts else None,
+        decision=("allow" if answer.approved else "deny") if ok else None,
+        ai_sdk_status=("approved" if answer.approved else "denied") if ok else None,
+        reasons=(answer.reason,) if answer.reason else (),
+        input_fingerprint=facts.input_fingerprint if facts else None,
+        approval_id=approval_id[:128],
+        approver_id=subject.id,
+        error_code=_error_code(error, ok),
+    )
+
+
+def report_event(
+    event: EventType,
+    request: RequestFacts,
+    subject: Subject,
+    key_hash: str,
+    reasons: list[str],
+    error: ToolgateError | None,
+    succeeded: bool,
+) -> AuditEvent:
+    """The ``execution_complete`` / ``execution_fail`` record of a tool service's report."""
+    return AuditEvent(
+        event=event,
+        request_id=request.request_id,
+        trace_id=request.trace_id,
+        tenant=subject.tenant,
+        subject_id=subject.id,
+        roles=subject.roles,
+        reasons=tuple(r[:_MAX_REASON_CHARS] for r in reasons),
+        idempotency_key_hash=key_hash,
+        error_code=_error_code(error, succeeded),
+    )
+
+
+def resolution_event(request: RequestFacts, tenant: str, operator: str, key_hash: str, state: str) -> AuditEvent:
+    """The ``idempotency_resolve`` record of an operator's resolution of a key as ``state``."""
+    return AuditEvent(
+        event="idempotency_resolve",
+        request_id=request.request_id,
+        trace_id=request.trace_id,
+        tenant=tenant,
+        subject_id=f"operator:{operator}",
+        reasons=(f"resolved as {state} by an operator",),
+        idempotency_key_hash=key_hash,
+    )

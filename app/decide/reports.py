@@ -1,0 +1,60 @@
+"""A tool service's execution report (DESIGN §4), recorded like a decide call: the key is
+stored only as its keyed hash; refused reports are recorded too."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from app import metrics
+from app.bodies import parse_body
+from app.decide.deps import Deps
+from app.decide.events import RequestFacts, report_event
+from app.idempotency.executions import report_complete, report_failure
+from app.idempotency.store import Report
+from app.models import CompleteReport, FailReport, Subject
+from app.vocabulary import EventType
+
+_SCHEMA_MESSAGE = "report does not match its schema"
+
+
+def complete(deps: Deps, request: RequestFacts, subject: Subject, key: str, body: bytes) -> Report:
+    """Parse a ``CompleteReport`` from ``body`` and store its result for the call ``subject``
+    reserved under ``key`` (see ``report_complete`` for the errors)."""
+    reasons: list[str] = []
+
+    def act() -> Report:
+        report = parse_body(CompleteReport, body, _SCHEMA_MESSAGE)
+        outcome = report_complete(deps.idempotency, deps.contracts, subject, key, report)
+        reasons.append(f"execution {outcome.state}")
+        return outcome
+
+    return _recorded("execution_complete", deps, request, subject, key, reasons, act)
+
+
+def fail(deps: Deps, request: RequestFacts, subject: Subject, key: str, body: bytes) -> Report:
+    """Parse a ``FailReport`` from ``body`` and record the failure of the call ``subject``
+    reserved under ``key`` (see ``report_failure`` for the errors)."""
+    reasons: list[str] = []
+
+    def act() -> Report:
+        report = parse_body(FailReport, body, _SCHEMA_MESSAGE)
+        reasons.append(report.reason)
+        outcome = report_failure(deps.idempotency, subject, key, report)
+        reasons.append(f"execution {outcome.state}")
+        return outcome
+
+    return _recorded("execution_fail", deps, request, subject, key, reasons, act)
+
+
+def _recorded(
+    event: EventType, deps: Deps, request: RequestFacts, subject: Subject, key: str, reasons: list[str],
+    act: Callable[[], Report],
+) -> Report:
+    outcome = deps.recorder.run(
+        act,
+        lambda result, error: report_event(
+            event, request, subject, deps.recorder.key_hash(key), reasons, error, result is not None
+        ),
+    )
+    metrics.EXECUTION_REPORTS.labels(outcome.state).inc()
+    return outcome

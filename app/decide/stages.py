@@ -1,0 +1,162 @@
+"""The frozen values one decide call passes through, each the previous one plus what its step
+learnt::
+
+    Received(call) -> Authenticated(+subject) -> Parsed(+request, contract, sensitive paths)
+    -> Validated(+tool facts, normalized input, fingerprint)
+    -> Prepared(+idempotency reservation, presented approval) -> Decided(+decision, response)
+
+Each step takes the stage it needs and returns the next; nothing is filled in later.
+``Progress`` keeps the furthest stage a call reached, so that its decision record (and the
+request log) can say what was learnt even when a later step fails.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from functools import cached_property
+from typing import Any, TypeVar
+
+from app.approvals.presented import VerifiedApproval
+from app.audit.records import new_decision_id
+from app.contracts.contract import ToolContract
+from app.contracts.redaction import redact
+from app.idempotency.store import PendingCall
+from app.models import ApprovalInfo, DecideRequest, DecideResponse, IdempotencyInfo, PolicyDecision, Subject
+
+S = TypeVar("S", bound="Received")
+
+
+@dataclass(frozen=True)
+class DecideCall:
+    """The HTTP facts of one decide request (framework-free). The decision id is made first
+    and carried everywhere: logs, the response, the decision record."""
+
+    request_id: str
+    authorization: tuple[str, ...]
+    body: bytes
+    idempotency_key: str | None = None
+    #: A valid version-00 W3C ``traceparent``, or None.
+    traceparent: str | None = None
+    decision_id: str = field(default_factory=new_decision_id)
+
+    @property
+    def trace_id(self) -> str | None:
+        """The W3C trace id of ``traceparent``."""
+        return self.traceparent.split("-")[1] if self.traceparent else None
+
+
+@dataclass(frozen=True)
+class ToolFacts:
+    """What the policy is told about the tool (``input.tool``)."""
+
+    name: str
+    version: str
+    registered: bool
+    mutating: bool
+    risk: str
+
+    def as_input(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "version": self.version,
+            "registered": self.registered,
+            "mutating": self.mutating,
+            "risk": self.risk,
+        }
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A presented approval that was refused: the stable public ``reason`` (the deny reason)
+    and the metric label ``kind`` (invalid, expired, used, missing, denied)."""
+
+    approval_id: str
+    reason: str
+    kind: str
+
+
+Presented = VerifiedApproval | Refusal | None
+
+
+@dataclass(frozen=True)
+class Received:
+    call: DecideCall
+
+
+@dataclass(frozen=True)
+class Authenticated(Received):
+    subject: Subject
+
+
+@dataclass(frozen=True)
+class Parsed(Authenticated):
+    """The envelope parsed; ``contract`` None for a dynamic tool. ``sensitive_paths`` are the
+    JSON Pointers redacted wherever the input is shown or stored (the contract's; for a version
+    without a contract, those of every version of the tool name)."""
+
+    request: DecideRequest
+    contract: ToolContract | None
+    sensitive_paths: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Validated(Parsed):
+    """The input validated against the contract. ``fingerprint``: ``app.fingerprint`` of the
+    normalized input, computed once; None when the input has no RFC 8785 form."""
+
+    tool: ToolFacts
+    normalized_input: dict[str, Any]
+    fingerprint: str | None
+
+    @cached_property
+    def display_input(self) -> dict[str, Any]:
+        """The normalized input with the sensitive paths redacted."""
+        return redact(self.normalized_input, self.sensitive_paths)[0]
+
+
+@dataclass(frozen=True)
+class Prepared(Validated):
+    """Checked before the policy: the idempotency record of the call's key (None: no key, or a
+    dry run) and the approval it presented."""
+
+    reservation: PendingCall | None
+    presented: Presented
+
+
+@dataclass(frozen=True)
+class Decided(Prepared):
+    """The final decision and the response that carries it."""
+
+    decision: PolicyDecision
+    approval: ApprovalInfo | None
+    idempotency: IdempotencyInfo | None
+    response: DecideResponse
+
+
+def advance(stage: Received, cls: type[S], **learnt: Any) -> S:
+    """The next stage: every field of ``stage`` plus ``learnt``."""
+    return cls(**{f.name: getattr(stage, f.name) for f in fields(stage)}, **learnt)
+
+
+def conversation_id(request: DecideRequest) -> str | None:
+    """``context.conversation_id`` when it is 1-128 printable ASCII characters (untrusted)."""
+    value = request.context.get("conversation_id")
+    ok = isinstance(value, str) and 0 < len(value) <= 128 and value.isascii() and value.isprintable()
+    return value if ok else None
+
+
+class Progress:
+    """The furthest stage one decide call reached, and whether its decision record was written."""
+
+    def __init__(self, call: DecideCall) -> None:
+        self.stage: Received = Received(call)
+        self.recorded = False
+
+    def reach(self, stage: S) -> S:
+        """Remember ``stage`` as the furthest reached and return it."""
+        self.stage = stage
+        return stage
+
+    def mark_recorded(self) -> None:
+        """The call's decision record is committed."""
+        self.recorded = True
