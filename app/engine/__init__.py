@@ -13,7 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.engine.base import PolicyEngine
-from app.engine.sources import BundleFileSource, BundleUrlSource, DirectorySource, PolicySource
+from app.engine.sources import (
+    BundleFileSource,
+    BundleUrlSource,
+    DirectorySource,
+    PolicySource,
+)
 from app.engine.status import WorkerStatusBoard
 from app.policy.bundle import MAX_BUNDLE_BYTES
 from app.policy.signing import BundleVerifier

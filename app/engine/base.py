@@ -10,9 +10,9 @@ a list, an unknown word, reasons that are not a list of strings, no result at al
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-from app.models import PolicyDecision
+from app.models import DecisionWord, PolicyDecision
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def _parse(result: Any, policy_revision: str | None) -> PolicyDecision:
             if isinstance(ttl, bool) or not isinstance(ttl, int) or not 0 < ttl <= 7 * 86_400:
                 raise InvalidPolicyResult("approval.ttl_s is not a positive integer of at most 7 days")
             fields["approval_ttl_s"] = ttl
-    return PolicyDecision(decision=word, reasons=reasons, policy_revision=policy_revision, **fields)
+    return PolicyDecision(decision=cast(DecisionWord, word), reasons=reasons, policy_revision=policy_revision, **fields)
 
 
 def normalize(

@@ -57,7 +57,7 @@ def configure_go_runtime(gc_percent: int, max_procs: int) -> None:
 
 
 def _now() -> str:
-    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass(frozen=True)
@@ -320,6 +320,6 @@ def _poll(ref: weakref.ref[EmbeddedEngine], interval_s: float, stop: threading.E
             return
         try:
             engine.reload()
-        except Exception:  # noqa: BLE001 - the poller must outlive any one bad poll
+        except Exception:
             log.exception("policy reload failed", extra={"event": "policy_reload_failed"})
         del engine

@@ -191,7 +191,7 @@ class OpaSidecarEngine:
             )
         retry_after = 1
         if last is not None and last.retry_after_s is not None and math.isfinite(last.retry_after_s):
-            retry_after = max(1, min(int(math.ceil(last.retry_after_s)), 3600))
+            retry_after = max(1, min(math.ceil(last.retry_after_s), 3600))
         raise DependencyUnavailable(
             "policy engine is unavailable",
             retry_after_s=retry_after,

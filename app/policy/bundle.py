@@ -23,9 +23,10 @@ import io
 import json
 import re
 import tarfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
 MANIFEST = ".manifest"
 SIGNATURES = ".signatures.json"

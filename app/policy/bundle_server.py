@@ -9,11 +9,17 @@ CI from a real bundle service (an object store, an OCI registry, a web server); 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from app.policy.bundle import PolicyLoadError, build_tarball, read_directory, with_manifest
+from app.policy.bundle import (
+    PolicyLoadError,
+    build_tarball,
+    read_directory,
+    with_manifest,
+)
 
 
 class BundleCache:

@@ -92,7 +92,12 @@ def _build(args: argparse.Namespace) -> int:
     """Write the bundle of DIR to ``--output``: ``.manifest`` with the revision (default: the
     content hash) and roots, signed with ``--signing-key``. The bundle must compile."""
     from app.engine.embedded import check_bundle
-    from app.policy.bundle import PolicyLoadError, build_tarball, read_directory, with_manifest
+    from app.policy.bundle import (
+        PolicyLoadError,
+        build_tarball,
+        read_directory,
+        with_manifest,
+    )
     from app.policy.signing import BundleSignatureError
 
     try:

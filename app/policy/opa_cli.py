@@ -96,7 +96,7 @@ def parse_coverage(document: dict) -> CoverageReport:
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=600)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise OpaRunError(f"{argv[0]} could not run: {exc}") from None
 

@@ -133,7 +133,7 @@ def test_a_bundle_file_is_reloaded_when_replaced(make_app, policies, tmp_path):
 def test_a_bundle_url_is_polled_with_etags(make_app, policies):
     server = make_server(BundleCache(policies), "toolgate", "127.0.0.1", free_port())
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-    url = "http://127.0.0.1:%d/bundles/toolgate.tar.gz" % server.server_address[1]
+    url = f"http://127.0.0.1:{server.server_address[1]}/bundles/toolgate.tar.gz"
     try:
         first = requests.get(url, timeout=5)
         assert first.status_code == 200 and first.headers["ETag"] == f'"{read_directory(policies).revision}"'
@@ -218,6 +218,6 @@ def test_toolgate_serve_exits_1_with_the_compile_error(policies, tmp_path, redis
     (policies / "tools" / "files.rego").write_text(BROKEN_RULE)
     env = {**os.environ, "TOOLGATE_POLICY_DIR": str(policies), "TOOLGATE_REDIS_URL": redis_server.url,
            "TOOLGATE_AUDIT_DSN": str(tmp_path / "d.sqlite"), "TOOLGATE_BIND": f"127.0.0.1:{free_port()}"}
-    done = subprocess.run([sys.executable, "-m", "app.cli", "serve"], env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-m", "app.cli", "serve"], env=env, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 1
     assert "files.rego:4: rego_parse_error" in done.stderr and "not starting" in done.stderr

@@ -26,7 +26,7 @@ extra_reason := "unreached" if {
 
 
 def _run(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(list(argv), cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+    return subprocess.run(list(argv), cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300, check=False)
 
 
 def _toolgate(*args: str) -> subprocess.CompletedProcess[str]:
