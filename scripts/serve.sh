@@ -24,6 +24,10 @@ bash scripts/install.sh
 state="${SERVE_STATE_DIR:-$PWD/var}"
 run="$state/run"
 mkdir -p "$run" "$state/redis" "$state/opa" "$state/log"
+if [ -f "$run/gateway.pid" ] && kill -0 "$(cat "$run/gateway.pid")" 2>/dev/null; then
+  echo "serve.sh: a gateway started here is running (pid $(cat "$run/gateway.pid")); bash scripts/serve.sh stop" >&2
+  exit 1
+fi
 
 # host port of a URL (redis:// or http://), defaults for missing parts
 host_port() {

@@ -226,9 +226,11 @@ class OpaSidecarEngine:
             raise DependencyUnavailable("policy engine is unavailable", log_detail="OPA /health?bundles is not 200")
 
     def status(self, *, with_detail: bool = True, with_sidecar: bool = True) -> dict[str, Any]:
-        """``{"engine", "url", "revision", "sidecar"}``: the revision this worker last saw and,
-        with ``with_sidecar``, the sidecar's view (``sidecar_bundle_status``)."""
-        out: dict[str, Any] = {"engine": self.name, "url": self._s.opa_url, "revision": self._revision}
+        """``{"engine", "url", "revision", "sidecar"}``: the revision of this worker's last
+        decision (None before the first) and, with ``with_sidecar``, the sidecar's view
+        (``sidecar_bundle_status``)."""
+        seen = None if self._revision == "unknown" else self._revision  # no decision yet in this worker
+        out: dict[str, Any] = {"engine": self.name, "url": self._s.opa_url, "revision": seen}
         if with_sidecar:
             out["sidecar"] = sidecar_bundle_status(self._opa_client(), self._s.opa_bundle_name, with_detail=with_detail)
         return out
