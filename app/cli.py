@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from app.settings import PROJECT_ROOT, SettingsError, load_settings
 

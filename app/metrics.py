@@ -85,7 +85,7 @@ DECISION_LOG_FAILURES = Counter(
 
 def multiprocess_dir() -> str | None:
     """The prometheus-client multiprocess directory in force (``PROMETHEUS_MULTIPROC_DIR``), or None."""
-    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get("prometheus_multiproc_dir") or None
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or os.environ.get("prometheus_multiproc_dir") or None  # noqa: SIM112 - prometheus-client reads both
 
 
 def render_latest() -> tuple[bytes, str]:

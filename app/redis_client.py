@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from redis import BlockingConnectionPool, Redis, RedisError
 from redis.backoff import NoBackoff
@@ -63,12 +64,14 @@ class RedisConnection:
     UTF-8) and raise ``DependencyUnavailable`` when Redis fails or does not answer in time.
     """
 
-    def __init__(self, settings: RedisSettings, *, pool_size: int) -> None:
+    def __init__(self, settings: RedisSettings, *, pool_size: int, client: Client | None = None) -> None:
+        """``client``: an already built redis-py client to use instead of one from the URL (the
+        socket-free tests pass an in-memory one)."""
         parse_url(settings.redis_url)  # a malformed URL fails here, not on the first request
         self.url = settings.redis_url
         self.cluster = settings.redis_cluster
         self._options = _client_options(settings, pool_size)
-        self._client: Client | None = None
+        self._client: Client | None = client
         self._lock = threading.Lock()
 
     def _connect(self) -> Client:
@@ -83,9 +86,10 @@ class RedisConnection:
                     self._client = Redis.from_pool(pool)
             return self._client
 
-    def run(self, operation: str, fn: Callable[[Client], T]) -> T:
+    def run(self, operation: str, fn: Callable[[Client], Any]) -> Any:
         """``fn(client)``; ``operation`` names the call in the log. Raises
-        ``DependencyUnavailable`` (503) for any Redis failure, connecting included."""
+        ``DependencyUnavailable`` (503) for any Redis failure, connecting included. (Typed
+        ``Any``: redis-py's annotations join its sync and async replies.)"""
         try:
             return fn(self._client or self._connect())
         except _UNAVAILABLE as exc:

@@ -167,7 +167,7 @@ def format_report(report: ReplayReport, *, as_json: bool = False) -> str:
     for r in report.results:
         outcome = r.decision or f"ERROR {r.http_status} {r.error}"
         reason = r.reasons[0] if r.reasons else ""
-        lines.append(f"{r.index:>4}  {str(r.tool):<32} {outcome:<14} {reason}".rstrip())
+        lines.append(f"{r.index:>4}  {r.tool!s:<32} {outcome:<14} {reason}".rstrip())
     lines.append("")
     lines.append(f"{'decision':<16}{'count':>6}")
     for word, count in report.by_decision().items():

@@ -15,7 +15,7 @@ import datetime as dt
 import re
 import time
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=UTC)
 _US_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
 _RFC3339 = re.compile(

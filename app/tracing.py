@@ -19,8 +19,9 @@ conventions for HTTP spans (https://opentelemetry.io/docs/specs/semconv/http/htt
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from app.settings import Settings, SettingsError
 

@@ -41,8 +41,8 @@ from app.errors import DependencyUnavailable
 from app.fingerprint import canonical_json
 
 PREFIX = "tgg1"
-GRANT_TYPE = "toolgate.approval-grant"
-GRANT_VERSION = 1
+GRANT_TYPE: Literal["toolgate.approval-grant"] = "toolgate.approval-grant"
+GRANT_VERSION: Literal[1] = 1
 MAX_GRANT_CHARS = 4096
 _KEY_LABEL = b"toolgate approval grant v1"
 _B64URL = re.compile(r"^[A-Za-z0-9_-]+$")

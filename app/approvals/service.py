@@ -10,7 +10,7 @@ role, four-eyes), ``Conflict`` (409: already answered or expired), ``DependencyU
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from app.approvals.grants import GrantClaims, GrantExpired, GrantInvalid, GrantSigner
 from app.approvals.presented import (

@@ -146,7 +146,8 @@ class ApprovalStore:
         if not _APPROVAL_ID.match(approval_id):
             return None
         key = ApprovalKeys(tenant).record(approval_id)
-        return _parse(tenant, approval_id, self._redis.run("approval get", lambda client: client.hgetall(key)))
+        fields: dict[str, str] = self._redis.run("approval get", lambda client: client.hgetall(key))
+        return _parse(tenant, approval_id, fields)
 
     def pending(self, tenant: str, now_ms: int) -> list[Approval]:
         """The tenant's approvals that are pending at ``now_ms``, soonest expiry first (at most
@@ -168,7 +169,7 @@ class ApprovalStore:
             return found
 
         found = self._redis.run("approval list", read_records) if approval_ids else []
-        approvals = (_parse(tenant, i, f) for i, f in zip(approval_ids, found))
+        approvals = (_parse(tenant, i, f) for i, f in zip(approval_ids, found, strict=True))
         return [a for a in approvals if a is not None and a.state_at(now_ms) == "pending"]
 
     def write_answer(self, answered: Approval, now_ms: int) -> str:
@@ -190,7 +191,7 @@ class ApprovalStore:
         """``(state, answer_id, used_by)`` of the record, each None when missing."""
         key = ApprovalKeys(tenant).record(approval_id)
         state, answer_id, used_by = self._redis.run(
-            "approval check", lambda client: client.hmget(key, "state", "answer_id", "used_by")
+            "approval check", lambda client: client.hmget(key, ["state", "answer_id", "used_by"])
         )
         return state, answer_id, used_by
 

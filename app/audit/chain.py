@@ -15,15 +15,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Iterable
 
 import rfc8785
 
 from app.audit.interfaces import DecisionLogReader
 from app.audit.records import GENESIS_HASH, AuditEvent, AuditRecord, ChainEntry, Checkpoint
 from app.timefmt import format_us
-
 
 _MAX_EXACT_INT = 2**53 - 1
 

@@ -22,11 +22,11 @@ import datetime as dt
 import sys
 from contextlib import closing
 
+from app.audit.chain import VerifyReport, verify_chains
+from app.audit.export import write_records
 from app.audit.queries import DecisionQuery
 from app.audit.records import hash_idempotency_key
 from app.audit.stores import checkpoint_key, open_from_settings
-from app.audit.chain import VerifyReport, verify_chains
-from app.audit.export import write_records
 from app.errors import ToolgateError, ValidationFailed
 from app.settings import load_settings
 from app.timefmt import parse_date_or_rfc3339

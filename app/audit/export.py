@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Iterable
 from dataclasses import fields
-from typing import Any, Iterable, TextIO
+from typing import Any, TextIO
 
 from app.audit.records import AuditRecord
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 from abc import ABC, abstractmethod
-from typing import Iterator
+from collections.abc import Iterator
 
 from app.audit.queries import DecisionPage, DecisionQuery, SubjectHistory
 from app.audit.records import AuditEvent, AuditRecord, ChainEntry, ChainHead, Checkpoint

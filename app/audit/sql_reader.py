@@ -4,7 +4,8 @@ input, and the chain walk of ``verify``."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from app.audit.chain import parse_content
 from app.audit.queries import MAX_PAGE, DecisionPage, DecisionQuery, SubjectHistory, decode_cursor, encode_cursor
@@ -45,7 +46,8 @@ class SqlReader(SqlBase):
 
     @staticmethod
     def _where(query: DecisionQuery) -> tuple[list[str], list[Any]]:
-        clauses, params = [], []
+        clauses: list[str] = []
+        params: list[Any] = []
         for column, value in query.equality_filters().items():
             clauses.append(f"{column} = ?")
             params.append(value)
@@ -162,7 +164,7 @@ class SqlReader(SqlBase):
                 cur.execute(sql, (tenant, after, batch_size))
                 rows = cur.fetchall()
             for row in rows:
-                columns = dict(zip(INDEXED_FIELDS, row[: len(INDEXED_FIELDS)]))
+                columns = dict(zip(INDEXED_FIELDS, row[: len(INDEXED_FIELDS)], strict=True))
                 yield ChainEntry(columns, _content(row[-2]), row[-1])
             if len(rows) < batch_size:
                 return

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from app.audit.chain import canonical_members, seal, sign_checkpoint
 from app.audit.records import GENESIS_HASH, AuditEvent, AuditRecord, ChainHead, Checkpoint
@@ -27,7 +28,7 @@ def canonical_members_or_unavailable(event: AuditEvent) -> dict[str, bytes]:
     raised as ``DependencyUnavailable``, so only this call fails."""
     try:
         return canonical_members(event)
-    except Exception as exc:  # noqa: BLE001 - any failure is this record's alone
+    except Exception as exc:
         log.error("decision record could not be canonicalized", exc_info=exc, extra={"event": "audit_append_bug"})
         raise DependencyUnavailable(
             "the decision log is unavailable", log_detail=f"record could not be written: {type(exc).__name__}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from app.auth.rejection import reject
 from app.models import Subject
@@ -28,7 +28,7 @@ def _numeric_date(payload: dict[str, Any], name: str) -> None:
         raise reject(f"claim {name} is not finite")
 
 
-def identity_text(value: Any) -> bool:
+def identity_text(value: Any) -> TypeGuard[str]:
     """A subject, tenant or role: 1-256 printable characters that are valid Unicode (no lone
     surrogates), so it can be logged, hashed (RFC 8785) and stored."""
     if not isinstance(value, str) or not 0 < len(value) <= 256 or not value.isprintable():

@@ -17,9 +17,9 @@ from jwt import PyJWK, PyJWKClient
 
 from app import metrics
 from app.auth.keys import key_family, key_fits
+from app.auth.rejection import exception_text
 from app.errors import DependencyUnavailable
 from app.jwa import ALG_FAMILY
-from app.auth.rejection import exception_text
 from app.settings import JwtSettings, SettingsError
 
 log = logging.getLogger(__name__)
@@ -205,7 +205,7 @@ class JwksCache:
             if alg is not None and alg not in ALG_FAMILY:
                 continue
             try:
-                key = PyJWK(jwk_data).key  # type: ignore[arg-type]
+                key = PyJWK(jwk_data).key
             except Exception:  # noqa: BLE001 - skip unusable keys, like PyJWKSet does
                 continue
             if key_family(key) is None or (alg is not None and not key_fits(alg, key)):

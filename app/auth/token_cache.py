@@ -1,6 +1,6 @@
 """Recently verified bearer tokens, so that a caller's next requests skip the signature and
 claim checks its token passed moments ago (verification was about a tenth of a decide call's
-CPU in the benchmark; README "Performance").
+CPU in the benchmark; docs/performance.md).
 
 ``VerifiedTokenCache(max_bytes, ttl_s, leeway_s)``: ``get(token) -> Subject | None`` and
 ``put(token, subject, exp, trusted_until=None)``. Keys are SHA-256 digests of the compact JWS,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from decimal import Decimal
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 import pycountry
 from pydantic import (
@@ -46,7 +46,7 @@ Money = Annotated[
     Decimal,
     BeforeValidator(_json_number_only),
     Field(gt=0, max_digits=15, decimal_places=2),
-    PlainSerializer(_decimal_to_json, return_type=Union[int, float]),
+    PlainSerializer(_decimal_to_json, return_type=int | float),
     WithJsonSchema({"type": "number", "exclusiveMinimum": 0, "multipleOf": 0.01}),
 ]
 TrimmedTitle = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=120)]

@@ -58,9 +58,8 @@ class ContractRegistry:
 
             contracts.extend(BUILTIN_CONTRACTS)
         if contracts_dir.is_dir():
-            for path in sorted(contracts_dir.rglob("*")):
-                if path.is_file() and path.suffix in {".yaml", ".yml", ".json"}:
-                    contracts.append(read_contract_file(path))
+            files = (p for p in sorted(contracts_dir.rglob("*")) if p.is_file() and p.suffix in {".yaml", ".yml", ".json"})
+            contracts.extend(read_contract_file(path) for path in files)
         return cls(contracts)
 
     def get(self, name: str, version: str) -> ToolContract | None:

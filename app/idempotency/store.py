@@ -162,7 +162,7 @@ class IdempotencyStore:
         token = secrets.token_urlsafe(24)
         now = now_ms()
         lease_ms = call.lease_s * 1000
-        args = [
+        args: list[str | int] = [
             call.fingerprint, "1" if call.retry_safe else "0", token, lease_ms, self.retention_s * 1000, now,
             call.subject_id, call.tool, call.version,
         ]
@@ -200,7 +200,7 @@ class IdempotencyStore:
         output schema of a report). Raises ``NotFound`` (404) when there is none or another
         subject holds it."""
         state, subject, tool, version = self.redis.run(
-            "idempotency owner", lambda c: c.hmget(scope.redis_keys[0], "state", "subject", "tool", "version")
+            "idempotency owner", lambda c: c.hmget(scope.redis_keys[0], ["state", "subject", "tool", "version"])
         )
         if state is None or subject != subject_id:
             raise NotFound("no execution with this key")
@@ -223,14 +223,14 @@ class IdempotencyStore:
                 http_status=422,
                 details={"problems": [{"path": "/result", "message": "numbers must be finite and integers within ±2**53"}]},
             ) from None
-        args = [subject_id, token or "", encoded, self.retention_s * 1000, now_ms()]
+        args: list[str | int] = [subject_id, token or "", encoded, self.retention_s * 1000, now_ms()]
         return self._report(self.redis.eval("idempotency complete", scripts.COMPLETE, scope.redis_keys, args))
 
     def fail(self, scope: Scope, subject_id: str, *, retryable: bool, reason: str, token: str | None = None) -> Report:
         """Report a failed execution: ``retryable`` releases the key (a retry may execute),
         otherwise the failure is kept ``retention_s`` and replayed. Same checks and errors as
         ``complete``."""
-        args = [subject_id, token or "", "1" if retryable else "0", reason, self.retention_s * 1000, now_ms()]
+        args: list[str | int] = [subject_id, token or "", "1" if retryable else "0", reason, self.retention_s * 1000, now_ms()]
         return self._report(self.redis.eval("idempotency fail", scripts.FAIL, scope.redis_keys, args))
 
     @staticmethod
@@ -251,11 +251,11 @@ class IdempotencyStore:
         (executed; retries replay a null result) or ``released`` (not executed; a retry may
         run it). Returns the resolution. Raises ``NotFound`` (no record) and ``Conflict``
         (409, retryable, while a lease is still running)."""
-        args = [resolution, self.retention_s * 1000, now_ms()]
+        args: list[str | int] = [resolution, self.retention_s * 1000, now_ms()]
         reply = self.redis.eval("idempotency resolve", scripts.RESOLVE, scope.redis_keys, args)
         if reply[0] == "not_found":
             raise NotFound("no idempotency record for this tenant and key")
         if reply[0] == "in_flight":
             raise Conflict("the call is still in progress", retryable=True, retry_after_s=_seconds(int(reply[1])))
-        resolution: Resolution = reply[0]
-        return resolution
+        resolved: Resolution = reply[0]
+        return resolved

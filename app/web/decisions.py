@@ -9,11 +9,12 @@ Access: a valid bearer token (401 otherwise) holding one of ``audit_auditor_role
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from typing import Annotated
 
 from flask import Blueprint, Response, jsonify, request
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError
 
 from app.audit.access import auditor_scope
 from app.audit.queries import CURSOR_PATTERN, MAX_PAGE, DecisionQuery
@@ -34,7 +35,13 @@ TEXT_PATTERN = r"^[^\x00-\x1f\x7f]+$"
 
 
 Text = Annotated[str, Field(min_length=1, max_length=256, pattern=TEXT_PATTERN)]
-Time = Annotated[str, AfterValidator(parse_rfc3339)]
+def _time(value: object) -> dt.datetime:
+    if not isinstance(value, str):
+        raise ValueError("must be an RFC 3339 date-time string")
+    return parse_rfc3339(value)
+
+
+Time = Annotated[dt.datetime, PlainValidator(_time)]
 
 
 class DecisionsParams(BaseModel):

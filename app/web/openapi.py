@@ -82,7 +82,7 @@ def _execution_report(operation_id: str, summary: str, body: str) -> dict[str, A
 
 def _approval_paths() -> dict[str, Any]:
     """The path items of the approvals API (``app.web.approvals``)."""
-    bearer = [{"bearer": []}]
+    bearer: list[dict[str, list[str]]] = [{"bearer": []}]
     approval_id = {"name": "approval_id", "in": "path", "required": True, "schema": {"type": "string", "maxLength": 128}}
     return {
         "/v1/approvals": {
@@ -130,7 +130,7 @@ def _approval_paths() -> dict[str, Any]:
 
 def _decision_paths() -> dict[str, Any]:
     """The path items of the decision log API (``app.web.decisions``), for auditors."""
-    bearer = [{"bearer": []}]
+    bearer: list[dict[str, list[str]]] = [{"bearer": []}]
 
     def query(name: str, schema: dict[str, Any], description: str = "") -> dict[str, Any]:
         return {"name": name, "in": "query", "required": False, "schema": schema, "description": description}
@@ -190,7 +190,7 @@ def build_openapi() -> dict[str, Any]:
         ],
         ref_template="#/components/schemas/{model}",
     )
-    bearer = [{"bearer": []}]
+    bearer: list[dict[str, list[str]]] = [{"bearer": []}]
     return {
         "openapi": "3.1.0",
         "info": {

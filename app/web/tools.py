@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify
 
-from app.models import Subject, ToolListResponse
+from app.models import Subject, ToolDescription, ToolListResponse
 from app.web.auth import require_subject
 from app.web.context import current_deps
 from app.web.requests import request_id
@@ -20,5 +20,5 @@ def list_tools(subject: Subject) -> Response:
     output_schema}], "request_id"}``. The ``input_schema`` can be handed to a model as the tool
     definition. Errors: 401.
     """
-    body = ToolListResponse(tools=[c.describe() for c in current_deps().contracts.all()], request_id=request_id())
+    body = ToolListResponse(tools=[ToolDescription.model_validate(c.describe()) for c in current_deps().contracts.all()], request_id=request_id())
     return jsonify(body.model_dump(mode="json"))

@@ -65,7 +65,7 @@ def test_redis_stopped_mid_run_allows_nothing_mutating_then_recovers(app_on, own
 
 
 def test_redis_restarted_empty_forgets_completed_keys(app_on, own_redis):
-    """The durability limit stated in the README: without persistence a restart loses records."""
+    """The durability limit stated in docs/operators.md: without persistence a restart loses records."""
     client = app_on().test_client()
     tool_input = ticket_input()
     assert _state(decide(client, "createTicket", tool_input)) == "reserved"

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict

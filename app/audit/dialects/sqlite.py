@@ -23,9 +23,9 @@ import logging
 import os
 import sqlite3
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 from app.audit.records import AuditEvent, AuditRecord
 from app.audit.sql_store import SqlDecisionStore
@@ -45,7 +45,7 @@ class _Pending:
     """One queued append: the event and its canonical members, then its record or the error
     that stopped it."""
 
-    __slots__ = ("event", "members", "record", "error")
+    __slots__ = ("error", "event", "members", "record")
 
     def __init__(self, event: AuditEvent, members: dict[str, bytes]) -> None:
         self.event = event
@@ -140,7 +140,7 @@ class SqliteDecisionStore(SqlDecisionStore):
         try:
             with self._write() as cur:
                 records = self._append_in(cur, [(pending.event, pending.members) for pending in group])
-        except Exception as exc:  # noqa: BLE001 - isolated below: only the failing record fails
+        except Exception as exc:
             if len(group) > 1:
                 for pending in group:
                     self._commit_group([pending])
@@ -152,7 +152,7 @@ class SqliteDecisionStore(SqlDecisionStore):
                 )
             group[0].error = exc
             return
-        for pending, record in zip(group, records):
+        for pending, record in zip(group, records, strict=True):
             pending.record = record
 
     @contextmanager
