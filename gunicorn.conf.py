@@ -29,7 +29,7 @@ _OWN_STATUS_DIR = None
 if not os.environ.get("TOOLGATE_POLICY_STATUS_DIR"):
     _OWN_STATUS_DIR = os.environ["TOOLGATE_POLICY_STATUS_DIR"] = tempfile.mkdtemp(prefix="toolgate-policy-status-")
 
-from app.settings import load_settings
+from app.settings import load_settings  # noqa: E402 - after the multiprocess directory is set
 
 _settings = load_settings()
 

@@ -152,7 +152,7 @@ class DeadlineClient:
         conn.sock.settimeout(min(read_timeout_s, remaining))  # bounds the whole send (sendall)
         conn.request("POST", self._prefix + path, body=body, headers=headers)
         sock = conn.sock
-        conn.response_class = _response_class(deadline, read_timeout_s)  # type: ignore[assignment]
+        conn.response_class = _response_class(deadline, read_timeout_s)
         response = conn.getresponse()
         data = response.read(self._max_body_bytes + 1)
         if len(data) > self._max_body_bytes:

@@ -10,6 +10,7 @@ only the own process's status is known. gunicorn.conf.py makes a private directo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -78,7 +79,5 @@ class WorkerStatusBoard:
 
 def remove_worker(status_dir: Path, pid: int) -> None:
     """Delete the status file of worker ``pid`` (gunicorn's ``child_exit``)."""
-    try:
+    with contextlib.suppress(OSError):
         (Path(status_dir) / f"worker-{pid}.json").unlink()
-    except OSError:
-        pass

@@ -60,7 +60,7 @@ class CoverageReport:
 def _ranges(rows: tuple[int, ...]) -> str:
     parts: list[str] = []
     start = prev = rows[0]
-    for row in rows[1:] + (None,):  # type: ignore[operator]
+    for row in (*rows[1:], None):
         if row is not None and row == prev + 1:
             prev = row
             continue

@@ -5,7 +5,17 @@ from __future__ import annotations
 from flask import Flask
 
 from app.web import (
-    approvals, decide, decisions, errors, executions, health, metrics, openapi, policy_status, requests, tools,
+    approvals,
+    decide,
+    decisions,
+    errors,
+    executions,
+    health,
+    metrics,
+    openapi,
+    policy_status,
+    requests,
+    tools,
 )
 
 

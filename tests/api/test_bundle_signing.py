@@ -100,7 +100,7 @@ def test_opa_refuses_what_toolgate_refuses(keys, policies, tmp_path):
     bundle = tmp_path / "unsigned.tar.gz"
     bundle.write_bytes(build_tarball(with_manifest(read_directory(policies))))
     server = OpaProcess(tmp_path / "opa", bundle=bundle, extra_args=(f"--verification-key={public}",))
-    with pytest.raises(RuntimeError, match="missing .signatures.json"):
+    with pytest.raises(RuntimeError, match=r"missing \.signatures\.json"):
         server.start(timeout_s=15)
     with pytest.raises(BundleSignatureError, match="not signed"):
         BundleVerifier(public.read_text()).verify(read_tarball(bundle.read_bytes(), source="x"))

@@ -6,6 +6,7 @@ made to answer 503 or 429 with a chosen Retry-After, nor to trickle its answer b
 
 from __future__ import annotations
 
+import itertools
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -29,7 +30,7 @@ def _post(client):
 
 def _gaps(server):
     times = [c["time"] for c in server.calls]
-    return [b - a for a, b in zip(times, times[1:])]
+    return [b - a for a, b in itertools.pairwise(times)]
 
 
 def test_retry_001_one_503_then_success(sidecar_client, opa_server):

@@ -166,7 +166,7 @@ def test_discover_tests_reads_package_and_heads(tmp_path: Path):
 
 def test_test_file_without_package_is_an_error(tmp_path: Path):
     _write(tmp_path, "x_test.rego", "test_a if true\n")
-    with pytest.raises(PolicyLoadError, match="x_test.rego"):
+    with pytest.raises(PolicyLoadError, match=r"x_test\.rego"):
         discover_tests(tmp_path)
 
 
@@ -199,7 +199,7 @@ def test_invalid_json_data_raises_naming_the_file(tmp_path: Path, engine):
 
 def test_non_object_root_data_raises(tmp_path: Path, engine):
     _write(tmp_path, "data.json", "[1, 2]")
-    with pytest.raises(PolicyLoadError, match="root data.json must hold a JSON object"):
+    with pytest.raises(PolicyLoadError, match=r"root data\.json must hold a JSON object"):
         load_bundle(engine, tmp_path, include_tests=False)
 
 
