@@ -345,71 +345,14 @@ class ObservabilitySettings(_Section):
 
 
 #: The sections in reference order.
-SECTIONS: tuple[type[BaseModel], ...] = (
-    DeploymentSettings,
-    ServerSettings,
-    RequestLimits,
-    JwtSettings,
-    EngineSettings,
-    OpaSidecarSettings,
-    ContractSettings,
-    RedisSettings,
-    IdempotencySettings,
-    ApprovalSettings,
-    AuditSettings,
-    ObservabilitySettings,
-)
+# --- Policy bundles, signing and reload ---
+class PolicyBundleSettings(_Section):
+    """Policy bundles, signing and reload.
 
+    Where the embedded engine reads bundles and how often it polls them, the key that verifies
+    them (app/policy/signing.py), who may read GET /v1/policy/status, the sidecar's bundle name.
+    """
 
-class Settings(
-    JwtSettings,
-    ApprovalSettings,
-    EngineSettings,
-    OpaSidecarSettings,
-    ContractSettings,
-    RedisSettings,
-    IdempotencySettings,
-    AuditSettings,
-    ServerSettings,
-    ObservabilitySettings,
-    BaseSettings,
-):
-    """Frozen configuration of one gateway process: every section (docs/settings.md)."""
-
-    model_config = SettingsConfigDict(env_prefix="TOOLGATE_", frozen=True, extra="ignore")
-
-    @model_validator(mode="after")
-    def _consistent(self) -> Settings:
-        problems: list[str] = []
-        secret = self.jwt_hs256_secret.get_secret_value() if self.jwt_hs256_secret else None
-        if secret is not None and len(secret.encode()) < 32:
-            problems.append("jwt_hs256_secret must be at least 32 bytes")
-        if self.env == "production":
-            if secret == DEV_HS256_SECRET:
-                problems.append("the development HS256 secret is refused when TOOLGATE_ENV=production")
-            if self.jwt_issuer == DEV_ISSUER or self.jwt_audience == DEV_AUDIENCE:
-                problems.append("set TOOLGATE_JWT_ISSUER and TOOLGATE_JWT_AUDIENCE in production")
-            if self.audit_key_hash_secret.get_secret_value().startswith("toolgate-development"):
-                problems.append("set TOOLGATE_AUDIT_KEY_HASH_SECRET in production")
-            if not (self.jwt_jwks_url or self.jwt_public_key or secret):
-                problems.append("production needs TOOLGATE_JWT_JWKS_URL, TOOLGATE_JWT_PUBLIC_KEY or TOOLGATE_JWT_HS256_SECRET")
-        if self.metrics_token is not None and len(self.metrics_token.get_secret_value().encode()) < 16:
-            problems.append("metrics_token must be at least 16 bytes")
-        if self.jwt_jwks_url and self.jwt_public_key:
-            problems.append("set only one of jwt_jwks_url and jwt_public_key")
-        if self.approval_keys is not None:
-            try:
-                approval_keys = parse_approval_keys(self.approval_keys.get_secret_value())
-            except ValueError as exc:
-                problems.append(str(exc))
-            else:
-                if self.env == "production" and DEV_APPROVAL_KEY[1] in (s for _, s in approval_keys):
-                    problems.append("the development approval key is refused when TOOLGATE_ENV=production")
-        if problems:
-            raise ValueError("; ".join(problems))
-        return self
-
-    # --- Policy bundles, signing and reload ---
     policy_bundle: str | None = Field(
         None,
         description="Where the embedded engine reads policies instead of TOOLGATE_POLICY_DIR: a bundle "
@@ -452,6 +395,73 @@ class Settings(
     @classmethod
     def _operator_roles_csv(cls, value: object) -> object:
         return _split_csv(value)
+
+
+SECTIONS: tuple[type[BaseModel], ...] = (
+    DeploymentSettings,
+    ServerSettings,
+    RequestLimits,
+    JwtSettings,
+    EngineSettings,
+    OpaSidecarSettings,
+    PolicyBundleSettings,
+    ContractSettings,
+    RedisSettings,
+    IdempotencySettings,
+    ApprovalSettings,
+    AuditSettings,
+    ObservabilitySettings,
+)
+
+
+class Settings(
+    JwtSettings,
+    ApprovalSettings,
+    EngineSettings,
+    OpaSidecarSettings,
+    PolicyBundleSettings,
+    ContractSettings,
+    RedisSettings,
+    IdempotencySettings,
+    AuditSettings,
+    ServerSettings,
+    ObservabilitySettings,
+    BaseSettings,
+):
+    """Frozen configuration of one gateway process: every section (docs/settings.md)."""
+
+    model_config = SettingsConfigDict(env_prefix="TOOLGATE_", frozen=True, extra="ignore")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        problems: list[str] = []
+        secret = self.jwt_hs256_secret.get_secret_value() if self.jwt_hs256_secret else None
+        if secret is not None and len(secret.encode()) < 32:
+            problems.append("jwt_hs256_secret must be at least 32 bytes")
+        if self.env == "production":
+            if secret == DEV_HS256_SECRET:
+                problems.append("the development HS256 secret is refused when TOOLGATE_ENV=production")
+            if self.jwt_issuer == DEV_ISSUER or self.jwt_audience == DEV_AUDIENCE:
+                problems.append("set TOOLGATE_JWT_ISSUER and TOOLGATE_JWT_AUDIENCE in production")
+            if self.audit_key_hash_secret.get_secret_value().startswith("toolgate-development"):
+                problems.append("set TOOLGATE_AUDIT_KEY_HASH_SECRET in production")
+            if not (self.jwt_jwks_url or self.jwt_public_key or secret):
+                problems.append("production needs TOOLGATE_JWT_JWKS_URL, TOOLGATE_JWT_PUBLIC_KEY or TOOLGATE_JWT_HS256_SECRET")
+        if self.metrics_token is not None and len(self.metrics_token.get_secret_value().encode()) < 16:
+            problems.append("metrics_token must be at least 16 bytes")
+        if self.jwt_jwks_url and self.jwt_public_key:
+            problems.append("set only one of jwt_jwks_url and jwt_public_key")
+        if self.approval_keys is not None:
+            try:
+                approval_keys = parse_approval_keys(self.approval_keys.get_secret_value())
+            except ValueError as exc:
+                problems.append(str(exc))
+            else:
+                if self.env == "production" and DEV_APPROVAL_KEY[1] in (s for _, s in approval_keys):
+                    problems.append("the development approval key is refused when TOOLGATE_ENV=production")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
 
 def load_settings(**overrides: object) -> Settings:
