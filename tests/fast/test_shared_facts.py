@@ -16,7 +16,7 @@ from app.vocabulary import AI_SDK_STATUSES, DECISIONS, EVENT_TYPES
 
 def test_millisecond_and_microsecond_forms_round_trip() -> None:
     assert timefmt.rfc3339_ms(1_700_000_000_123) == "2023-11-14T22:13:20.123Z"
-    moment = dt.datetime(2025, 1, 31, 12, 0, 0, 123456, tzinfo=dt.timezone.utc)
+    moment = dt.datetime(2025, 1, 31, 12, 0, 0, 123456, tzinfo=dt.UTC)
     assert timefmt.format_us(moment) == "2025-01-31T12:00:00.123456Z"
     assert timefmt.parse_us(timefmt.format_us(moment)) == moment
     assert timefmt.from_epoch_us(timefmt.epoch_us(moment)) == moment
@@ -38,7 +38,7 @@ def test_rfc3339_input_is_read_to_utc(text: str, expected: str) -> None:
 def test_rfc3339_without_an_offset_or_out_of_range_is_refused(text: str) -> None:
     with pytest.raises(ValueError):
         timefmt.parse_rfc3339(text)
-    assert timefmt.parse_date_or_rfc3339("2025-01-31") == dt.datetime(2025, 1, 31, tzinfo=dt.timezone.utc)
+    assert timefmt.parse_date_or_rfc3339("2025-01-31") == dt.datetime(2025, 1, 31, tzinfo=dt.UTC)
 
 
 def test_every_algorithm_the_verifier_implements_is_accepted_by_settings() -> None:
@@ -60,3 +60,14 @@ def test_every_setting_belongs_to_a_section_that_settings_extends() -> None:
         assert issubclass(Settings, section)
     fields = {name for section in SECTIONS for name in section.model_fields}
     assert fields == set(Settings.model_fields)
+
+
+def test_a_mistyped_setting_is_named_with_the_one_it_meant(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    from app.settings import load_settings, unknown_variables
+
+    assert unknown_variables({"TOOLGATE_REDIS_URI": "x", "TOOLGATE_REDIS_URL": "y", "TOOLGATE_NOTHING_LIKE_IT": "z",
+                              "PATH": "/bin"}) == ["TOOLGATE_NOTHING_LIKE_IT", "TOOLGATE_REDIS_URI (did you mean TOOLGATE_REDIS_URL?)"]
+    monkeypatch.setenv("TOOLGATE_IDEMPOTENCY_LEASE_SECONDS", "5")
+    with caplog.at_level("WARNING"):
+        load_settings()
+    assert "unknown setting TOOLGATE_IDEMPOTENCY_LEASE_SECONDS (did you mean TOOLGATE_IDEMPOTENCY_LEASE_S?) is ignored" in caplog.text
