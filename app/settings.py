@@ -346,7 +346,10 @@ class ApprovalSettings(DeploymentSettings):
 class ServerSettings(_Section):
     """The HTTP server (gunicorn, gthread workers)."""
 
-    bind: str = Field("127.0.0.1:8080", description="HOST:PORT (or `unix:PATH`) to listen on.")
+    bind: str = Field(
+        "127.0.0.1:8081",
+        description="HOST:PORT (or `unix:PATH`) gunicorn listens on, behind the proxy (`TOOLGATE_PROXY_LISTEN`).",
+    )
     workers: int = Field(2, ge=1, le=64, description="gunicorn worker processes.")
     threads: int = Field(4, ge=1, le=256, description="Request threads per worker.")
     worker_connections: int = Field(
@@ -366,6 +369,24 @@ class ServerSettings(_Section):
     )
 
 
+class ProxySettings(_Section):
+    """The reverse proxy (nginx) in front of gunicorn: it reads requests whole, with timeouts."""
+
+    proxy_listen: str = Field(
+        "127.0.0.1:8080",
+        pattern=r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}$",
+        description="HOST:PORT the proxy listens on: the gateway's public address.",
+    )
+    proxy_workers: int = Field(1, ge=1, le=64, description="nginx worker processes (each serves thousands of connections).")
+    proxy_max_connections: int = Field(
+        4096, ge=64, le=1_000_000, description="Connections one nginx worker holds at most (clients and upstream)."
+    )
+    proxy_client_timeout_s: int = Field(
+        10, ge=1, le=600, description="How long the proxy waits for each read of a client's headers or body, and each write."
+    )
+    proxy_keepalive_timeout_s: int = Field(30, ge=0, le=3600, description="How long an idle client connection stays open.")
+
+
 class ObservabilitySettings(_Section):
     """Metrics and traces."""
 
@@ -379,6 +400,76 @@ class ObservabilitySettings(_Section):
         "(needs the `otel` extra).",
     )
     otel_service_name: str = Field("toolgate", min_length=1, max_length=128, description="`service.name` of the spans.")
+
+
+class McpUpstream(BaseModel):
+    """One upstream MCP server of ``toolgate mcp``: a command run over stdio, or a Streamable
+    HTTP URL (with extra request headers, kept secret). ``tool_prefix`` is put before the names
+    of its tools (to keep the tools of several upstreams apart)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    command: list[str] | None = Field(default=None, min_length=1)
+    env: dict[str, str] | None = None
+    cwd: str | None = None
+    url: str | None = Field(default=None, pattern=r"^https?://[^\s]+$")
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
+    tool_prefix: str = Field(default="", pattern=r"^([A-Za-z][A-Za-z0-9_.-]{0,31})?$")
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpUpstream:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(f"upstream {self.name}: give exactly one of command and url")
+        if self.command is None and (self.env or self.cwd):
+            raise ValueError(f"upstream {self.name}: env and cwd apply to a command only")
+        if self.url is None and self.headers:
+            raise ValueError(f"upstream {self.name}: headers apply to a url only")
+        return self
+
+
+class InterfaceSettings(_Section):
+    """The standard interfaces: capabilities, AuthZEN 1.0 and the MCP gateway (`toolgate mcp`, docs/mcp.md)."""
+
+    capability_path: str = Field(
+        "toolgate/capability",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*$",
+        description="The capability document asked whether a caller may use a tool at all "
+        "(`data.toolgate.capability`, docs/design.md §3); undefined or malformed: the tool is not listed.",
+    )
+    authzen_pdp_url: str | None = Field(
+        None,
+        pattern=r"^https?://[^\s?#]+$",
+        description="The `policy_decision_point` identifier published at `/.well-known/authzen-configuration` "
+        "(no query or fragment); unset: the base URL of the metadata request.",
+    )
+    mcp_bind: str = Field("127.0.0.1:8090", description="HOST:PORT the MCP gateway serves Streamable HTTP on.")
+    mcp_path: str = Field("/mcp", pattern=r"^/[A-Za-z0-9._~/-]*$", description="The MCP endpoint's path.")
+    mcp_upstreams: list[McpUpstream] = Field(
+        default_factory=list,
+        description="The upstream MCP servers, a JSON list: `{\"name\", \"command\": [argv...], \"env\"?, \"cwd\"?}` "
+        "(stdio) or `{\"name\", \"url\", \"headers\"?}` (Streamable HTTP), each with an optional `\"tool_prefix\"`; "
+        "`toolgate mcp --upstream` adds more.",
+    )
+    mcp_call_timeout_ms: int = Field(
+        30_000, gt=0, le=3_600_000, description="How long a forwarded `tools/call` may take upstream before it fails."
+    )
+    mcp_connect_timeout_ms: int = Field(
+        10_000, gt=0, le=600_000, description="How long connecting to (and listing the tools of) an upstream may take."
+    )
+    mcp_tool_versions: CsvList = Field(
+        [], description="`tool:version` pairs: the contract version a tool of the upstreams is decided under (default `1`)."
+    )
+    mcp_stdio_token: SecretStr | None = Field(
+        None,
+        description="The JWT that identifies the client of `toolgate mcp --transport stdio` "
+        "(verified like a bearer token, on every call).",
+    )
+
+    @field_validator("mcp_tool_versions", mode="before")
+    @classmethod
+    def _tool_versions_csv(cls, value: object) -> object:
+        return _split_csv(value)
 
 
 #: The sections in reference order.
@@ -437,6 +528,7 @@ class PolicyBundleSettings(_Section):
 SECTIONS: tuple[type[BaseModel], ...] = (
     DeploymentSettings,
     ServerSettings,
+    ProxySettings,
     RequestLimits,
     JwtSettings,
     EngineSettings,
@@ -448,6 +540,7 @@ SECTIONS: tuple[type[BaseModel], ...] = (
     ApprovalSettings,
     AuditSettings,
     ObservabilitySettings,
+    InterfaceSettings,
 )
 
 
@@ -462,7 +555,9 @@ class Settings(
     IdempotencySettings,
     AuditSettings,
     ServerSettings,
+    ProxySettings,
     ObservabilitySettings,
+    InterfaceSettings,
     BaseSettings,
 ):
     """Frozen configuration of one gateway process: every section (docs/settings.md)."""

@@ -6,6 +6,8 @@ from flask import Flask
 
 from app.web import (
     approvals,
+    authzen,
+    capabilities,
     decide,
     decisions,
     errors,
@@ -24,5 +26,5 @@ def register(app: Flask) -> None:
     requests.register(app)
     errors.register(app)
     for blueprint in (decide.bp, tools.bp, health.bp, openapi.bp, metrics.bp, executions.bp, approvals.bp,
-                      decisions.bp, policy_status.bp):
+                      decisions.bp, capabilities.bp, authzen.bp, policy_status.bp):
         app.register_blueprint(blueprint)

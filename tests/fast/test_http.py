@@ -82,3 +82,23 @@ def test_an_unknown_route_and_a_wrong_method_are_structured(client) -> None:
     resp = client.get("/v1/decide")
     error(resp, 405, "VALIDATION_ERROR", retryable=False)
     assert "POST" in resp.headers["Allow"]
+
+
+@pytest.mark.parametrize(
+    ("path", "parameter"),
+    [
+        ("/v1/approvals?limit=%C2%B2", "limit"),  # "²": str.isdigit() says yes, int() says no
+        ("/v1/approvals?limit=%D9%A3", "limit"),  # an Arabic-Indic three
+        ("/v1/approvals?limit=0", "limit"),
+        ("/v1/approvals?limit=1&limit=2", "limit"),
+        ("/v1/approvals?state=approved", "state"),
+        ("/v1/approvals?colour=red", "colour"),
+        ("/v1/decisions?limit=%C2%B2", "limit"),
+        ("/v1/decisions?since=yesterday", "since"),
+        ("/v1/decisions?cursor=x", "cursor"),
+    ],
+)
+def test_every_malformed_query_parameter_is_a_400_naming_it(client, deps, path: str, parameter: str) -> None:
+    roles = ("approver",) if path.startswith("/v1/approvals") else ("auditor",)
+    details = error(client.get(path, headers=auth(deps, roles=roles)), 400, "VALIDATION_ERROR", retryable=False)["details"]
+    assert [p["path"] for p in details["problems"]] == [parameter]
