@@ -20,11 +20,11 @@ from tests.support.servers import free_port
 
 ALLOWED = decide_body("readFile", {"path": "/srv/reports/q1.csv"})
 DENIED = decide_body("processPayment", {"amount": 50, "currency": "EUR", "recipient": "acct_42"})
-AGENT = auth(roles=["support_agent"])
 
 
 def _post(client, body=ALLOWED):
-    headers = {**AGENT, "Idempotency-Key": f"k-{uuid.uuid4().hex}"}
+    # A fresh token per call: one minted at import time expires before a long suite gets here.
+    headers = {**auth(roles=["support_agent"]), "Idempotency-Key": f"k-{uuid.uuid4().hex}"}
     started = time.monotonic()
     resp = client.post("/v1/decide", json=body, headers=headers)
     return resp, time.monotonic() - started
