@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Run the gateway under gunicorn on 127.0.0.1:8080 (TOOLGATE_BIND) after scripts/install.sh.
+# Run the gateway after scripts/install.sh: nginx on 127.0.0.1:8080 (TOOLGATE_PROXY_LISTEN,
+# configuration from `toolgate proxy config`) in front of gunicorn on 127.0.0.1:8081
+# (TOOLGATE_BIND, or --bind).
 #
-#   bash scripts/serve.sh [toolgate serve options]   start (in the foreground)
-#   bash scripts/serve.sh stop                       stop what an earlier run started (scripts/stop.sh)
+#   bash scripts/serve.sh [--bind HOST:PORT]   start (in the foreground)
+#   bash scripts/serve.sh stop                 stop what an earlier run started (scripts/stop.sh)
 #
 # Redis: when nothing answers at TOOLGATE_REDIS_URL (default redis://127.0.0.1:6379/0) and its
 # host is loopback, a local redis-server is started on that host and port (pidfile
@@ -11,8 +13,8 @@
 # here). TOOLGATE_ENGINE=opa: a real `opa run --server` sidecar on TOOLGATE_OPA_URL (default
 # http://127.0.0.1:8181) polling the bundle of policies/ from `toolgate policy serve-bundle`
 # (SERVE_BUNDLE_BIND, default 127.0.0.1:8282) every 1-2 s; the gateway starts once OPA reports
-# the bundle active (/health?bundles) and, when the gateway stops, the sidecar and the bundle
-# server stop with it. An OPA already answering at TOOLGATE_OPA_URL is used as it is.
+# the bundle active (/health?bundles). When the gateway stops, the proxy, the sidecar and the
+# bundle server stop with it. An OPA already answering at TOOLGATE_OPA_URL is used as it is.
 # State (pidfiles run/, logs log/, Redis data redis/, OPA config opa/) lives in SERVE_STATE_DIR
 # (default var/).
 set -euo pipefail
@@ -20,6 +22,14 @@ cd "$(dirname "$0")/.."
 if [ "${1:-}" = "stop" ]; then
   exec bash scripts/stop.sh
 fi
+serve_args=()
+while [ $# -gt 0 ]; do  # --bind is gunicorn's address, which the proxy must know too
+  case "$1" in
+    --bind) export TOOLGATE_BIND="$2"; shift 2 ;;
+    --bind=*) export TOOLGATE_BIND="${1#--bind=}"; shift ;;
+    *) serve_args+=("$1"); shift ;;
+  esac
+done
 bash scripts/install.sh
 state="${SERVE_STATE_DIR:-$PWD/var}"
 run="$state/run"
@@ -53,12 +63,6 @@ if ! redis-cli -h "$redis_host" -p "$redis_port" ping >/dev/null 2>&1; then
   echo "started redis-server on $redis_host:$redis_port (pidfile $run/redis.pid)"
 fi
 
-if [ "${TOOLGATE_ENGINE:-embedded}" != "opa" ]; then
-  export TOOLGATE_POLICY_POLL_INTERVAL_S="${TOOLGATE_POLICY_POLL_INTERVAL_S:-2}"
-  echo $$ > "$run/gateway.pid"
-  exec .venv/bin/toolgate serve "$@"
-fi
-
 opa_url="${TOOLGATE_OPA_URL:-http://127.0.0.1:8181}"
 read -r opa_host opa_port < <(host_port "$opa_url" 8181)
 bundle_bind="${SERVE_BUNDLE_BIND:-127.0.0.1:8282}"
@@ -83,8 +87,11 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-if curl -fsS "$opa_url/health?bundles" >/dev/null 2>&1; then
+if [ "${TOOLGATE_ENGINE:-embedded}" != "opa" ]; then
+  export TOOLGATE_POLICY_POLL_INTERVAL_S="${TOOLGATE_POLICY_POLL_INTERVAL_S:-2}"
+elif curl -fsS "$opa_url/health?bundles" >/dev/null 2>&1; then
   echo "using the OPA already answering at $opa_url"
+  export TOOLGATE_OPA_URL="$opa_url"
 else
   if ! is_loopback "$opa_host"; then
     echo "serve.sh: OPA at $opa_url does not answer and is not local; not starting one" >&2
@@ -128,9 +135,26 @@ YAML
   fi
   echo "started opa $(.tools/bin/opa version | sed -n 's/^Version: //p') on $opa_host:$opa_port" \
     "with bundle $bundle_name from http://$bundle_bind (pidfiles in $run)"
+  export TOOLGATE_OPA_URL="$opa_url"
 fi
-export TOOLGATE_ENGINE=opa TOOLGATE_OPA_URL="$opa_url"
-.venv/bin/toolgate serve "$@" &
+
+proxy_listen="${TOOLGATE_PROXY_LISTEN:-127.0.0.1:8080}"
+mkdir -p "$state/nginx/nginx-tmp"
+.venv/bin/toolgate proxy config --state-dir "$state/nginx" > "$state/nginx/nginx.conf" 2>/dev/null
+"$(command -v nginx || echo /usr/sbin/nginx)" -c "$state/nginx/nginx.conf" -p "$state/nginx" -e "$state/nginx/nginx-error.log" >> "$state/log/proxy.log" 2>&1 &
+echo $! > "$run/proxy.pid"
+started+=(proxy)
+for _ in $(seq 20); do  # nginx fails at once (a taken port, a bad path) or keeps running
+  kill -0 "$(cat "$run/proxy.pid")" 2>/dev/null || break
+  sleep 0.05
+done
+if ! kill -0 "$(cat "$run/proxy.pid")" 2>/dev/null; then
+  echo "serve.sh: nginx did not start on $proxy_listen; see $state/log/proxy.log:" >&2
+  tail -3 "$state/log/proxy.log" >&2
+  exit 1
+fi
+echo "started nginx on $proxy_listen in front of gunicorn on ${TOOLGATE_BIND:-127.0.0.1:8081} (pidfile $run/proxy.pid)"
+.venv/bin/toolgate serve "${serve_args[@]}" &
 echo $! > "$run/gateway.pid"
 wait "$!" || status=$?
 exit "${status:-0}"

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Stop what scripts/serve.sh started: the gateway, the OPA sidecar, the development bundle
+# Stop what scripts/serve.sh started: the gateway, the proxy, the OPA sidecar, the development bundle
 # server and the local Redis, each by its pidfile under SERVE_STATE_DIR/run (default var/run;
 # a stale pidfile is removed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 run="${SERVE_STATE_DIR:-$PWD/var}/run"
 stopped=0
-for name in gateway opa bundle-server redis; do
+for name in gateway proxy opa bundle-server redis; do
   pidfile="$run/$name.pid"
   [ -f "$pidfile" ] || continue
   pid="$(cat "$pidfile")"

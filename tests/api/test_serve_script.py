@@ -1,7 +1,8 @@
 """scripts/serve.sh and scripts/stop.sh as an operator runs them, on free loopback ports with
 their state in a temporary SERVE_STATE_DIR: a local Redis on the port TOOLGATE_REDIS_URL
-names, the real OPA sidecar with the policies bundle (TOOLGATE_ENGINE=opa), pidfiles, the
-sidecar stopped with the gateway, and ``serve.sh stop`` stopping what is left."""
+names, the real OPA sidecar with the policies bundle (TOOLGATE_ENGINE=opa), nginx in front of
+gunicorn, pidfiles, the proxy and the sidecar stopped with the gateway, and ``serve.sh stop``
+stopping what is left."""
 
 from __future__ import annotations
 
@@ -45,12 +46,13 @@ def _ready(url: str) -> bool:
 
 
 def test_serve_with_the_opa_engine_then_stop(tmp_path):
-    ports = {name: free_port() for name in ("gateway", "redis", "opa", "bundles")}
+    ports = {name: free_port() for name in ("proxy", "gateway", "redis", "opa", "bundles")}
     state = tmp_path / "state"
     env = {
         **os.environ,
         "TOOLGATE_ENGINE": "opa",
         "TOOLGATE_BIND": f"127.0.0.1:{ports['gateway']}",
+        "TOOLGATE_PROXY_LISTEN": f"127.0.0.1:{ports['proxy']}",
         "TOOLGATE_REDIS_URL": f"redis://127.0.0.1:{ports['redis']}/0",
         "TOOLGATE_OPA_URL": f"http://127.0.0.1:{ports['opa']}",
         "TOOLGATE_AUDIT_DSN": str(tmp_path / "decisions.sqlite"),
@@ -58,13 +60,13 @@ def test_serve_with_the_opa_engine_then_stop(tmp_path):
         "SERVE_BUNDLE_BIND": f"127.0.0.1:{ports['bundles']}",
         "SERVE_STATE_DIR": str(state),
     }
-    url = f"http://127.0.0.1:{ports['gateway']}"
+    url = f"http://127.0.0.1:{ports['proxy']}"  # the public address: nginx in front of gunicorn
     serve = subprocess.Popen(["bash", "scripts/serve.sh"], cwd=PROJECT_ROOT, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     pids: dict[str, int] = {}
     try:
         assert _wait(lambda: _ready(url), 90), "the gateway did not become ready"
-        for name in ("gateway", "opa", "bundle-server", "redis"):
+        for name in ("gateway", "proxy", "opa", "bundle-server", "redis"):
             pids[name] = int((state / "run" / f"{name}.pid").read_text())
             assert _alive(pids[name]), name
         assert redis.Redis(port=ports["redis"]).ping()
@@ -80,7 +82,7 @@ def test_serve_with_the_opa_engine_then_stop(tmp_path):
 
         os.kill(pids["gateway"], signal.SIGTERM)  # stopping the gateway stops the sidecar it started
         serve.wait(timeout=30)
-        assert _wait(lambda: not _alive(pids["opa"]) and not _alive(pids["bundle-server"]), 10)
+        assert _wait(lambda: not any(_alive(pids[n]) for n in ("opa", "bundle-server", "proxy")), 10)
         assert not (state / "run" / "opa.pid").exists()
         assert _alive(pids["redis"]), "Redis stays for the next run"
 
