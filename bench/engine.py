@@ -165,7 +165,7 @@ def run_floor_bench(duration_s: float = 10.0, policy_dir: Path | None = None) ->
     ``duration_s`` seconds in all. Raises ``opa_bindings.OpaError`` if the policies do not load."""
     from opa_bindings import OpaEngine
 
-    from app.policy_testing import load_bundle
+    from app.policy.bundle import load_bundle
 
     shipped = OpaEngine()
     load_bundle(shipped, policy_dir or PROJECT_ROOT / "policies", include_tests=False)
