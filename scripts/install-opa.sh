@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build the pinned OPA (tools/versions.env) from its Go module into .tools/bin/opa with
-# `go install`, unless .tools/bin/opa already reports that version. Regal likewise when
-# tools/versions.env pins a version (the Go module proxy does not serve it today).
+# `go install`, unless .tools/bin/opa already reports that version; Regal likewise into
+# .tools/bin/regal (its build records the version it built, since `regal version` does not
+# know it when built this way).
 # Needs Go (and the Go module proxy); exits 1 with a message when Go is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,10 +32,16 @@ else
 fi
 
 if [ -n "${REGAL_VERSION:-}" ]; then
-  if [ -x "$bin/regal" ] && "$bin/regal" version 2>/dev/null | grep -q "${REGAL_VERSION#v}"; then
+  stamp="$bin/.regal-version"
+  if [ -x "$bin/regal" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$REGAL_VERSION" ]; then
     echo "regal ${REGAL_VERSION} already in .tools/bin, not rebuilt"
   else
-    echo "building regal ${REGAL_VERSION} into .tools/bin"
-    GOBIN="$bin" GOFLAGS=-buildvcs=false go install "${REGAL_MODULE}@${REGAL_VERSION}"
+    echo "building regal ${REGAL_VERSION} into .tools/bin (from a module that requires ${REGAL_MODULE})"
+    work="$(mktemp -d)"
+    trap 'rm -rf "$work"' EXIT
+    printf 'module toolgate.local/regal-build\n\ngo 1.26\n\nrequire %s %s\n' "$REGAL_MODULE" "$REGAL_VERSION" > "$work/go.mod"
+    printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$REGAL_MODULE" > "$work/tools.go"
+    (cd "$work" && go mod tidy && GOBIN="$bin" GOFLAGS=-buildvcs=false go install "$REGAL_MODULE")
+    echo "$REGAL_VERSION" > "$stamp"
   fi
 fi
