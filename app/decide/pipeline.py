@@ -99,6 +99,7 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
         policy_revision=policy_revision,
         tool=ToolRef(name=tool.name, version=tool.version, **({"namespace": tool.namespace} if tool.namespace else {})),
         input=prepared.display_input,
+        matched_rules=list(decision.matched_rules),
         **optional,
         ai_sdk_status=ai_sdk_status(decision, outcome.presented),
     )
