@@ -73,7 +73,7 @@ def _matched_rules(value: Any) -> tuple[MatchedRule, ...]:
         if not isinstance(item, dict) or not isinstance(item.get("message"), str):
             raise InvalidPolicyResult("a matched rule is not {id, effect, message}")
         try:
-            rules.append(MatchedRule(id=item.get("id"), effect=item.get("effect"), message=item["message"][:_MAX_REASON_CHARS]))
+            rules.append(MatchedRule.model_validate({**item, "message": item["message"][:_MAX_REASON_CHARS]}))
         except ValidationError as exc:
             release_validation_error(exc)
             raise InvalidPolicyResult("a matched rule is not {id, effect, message}") from None
