@@ -88,7 +88,7 @@ class ToolRef(BaseModel):
 
     name: str
     version: str
-    namespace: str | None = None
+    namespace: str | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class MatchedRule(BaseModel):
