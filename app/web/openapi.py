@@ -21,6 +21,7 @@ from app.models import (
     ErrorBody,
     ExecutionReportResponse,
     FailReport,
+    PublishedKeys,
     ToolListResponse,
 )
 from app.vocabulary import DECISIONS, EVENT_TYPES, IDEMPOTENCY_KEY_PATTERN, REQUEST_ID_PATTERN
@@ -187,6 +188,7 @@ def build_openapi() -> dict[str, Any]:
             (ApprovalAnswerBody, "validation"), (ApprovalResponse, "serialization"),
             (ApprovalListResponse, "serialization"), (DecisionListResponse, "serialization"),
             (DecisionRecordResponse, "serialization"), (ToolListResponse, "serialization"),
+            (PublishedKeys, "serialization"),
         ],
         ref_template="#/components/schemas/{model}",
     )
@@ -237,11 +239,26 @@ def build_openapi() -> dict[str, Any]:
                     },
                 }
             },
+            "/.well-known/toolgate-keys": {
+                "get": {
+                    "operationId": "publishedKeys",
+                    "summary": "The public keys of decision receipts and decision-log checkpoints (JWK Set).",
+                    "responses": {"200": _json(_ref("PublishedKeys"), "The key set.")},
+                }
+            },
             "/healthz": {"get": {"operationId": "healthz", "responses": {"200": _json(_ANY_OBJECT, "Process is up.")}}},
             "/readyz": {
                 "get": {
                     "operationId": "readyz",
                     "responses": {"200": _json(_ANY_OBJECT, "Ready."), "503": _json(_ANY_OBJECT, "Not ready.")},
+                }
+            },
+            "/v1/policy/status": {
+                "get": {
+                    "operationId": "policyStatus",
+                    "summary": "The policy revision active in each worker and the last refused bundle (operator roles).",
+                    "security": [{"bearer": []}],
+                    "responses": {"200": _json(_ANY_OBJECT, "Policy status."), **_errors("401", "403", "500", "503")},
                 }
             },
         },

@@ -7,11 +7,13 @@
   per test: a copy of an empty log made once, ``empty_decision_log``).
 
 ``make_app(**overrides)`` builds another app with changed settings (e.g. the OPA sidecar). Apps
-whose settings name the shipped policies and contracts share one embedded engine and one
-contract registry for the whole session (``shipped_engine``, ``shipped_contracts``): both are
-immutable once loaded, so sharing them changes nothing but the time spent loading. Everything
-with state (Redis, the decision log, the token verifier's key cache, the approval signer) is
-built anew for every app.
+whose engine settings are the defaults with the shipped policies share the session's embedded
+engines (the decision and the capability document: ``shipped_engines``), and apps of the
+shipped contracts one contract registry (``shipped_contracts``): they hold the loaded policies
+and contracts, which no test changes in place (tests of other policies or contracts name other
+folders and get their own), so sharing them changes nothing but the time spent loading.
+Everything with per-test state (Redis, the decision log, the token verifier's key cache, the
+approval signer) is built anew for every app.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from app.audit.stores import open_decision_log
 from app.contracts.registry import ContractRegistry
 from app.engine import build_engine
 from app.engine.base import PolicyEngine
-from app.settings import Settings
+from app.settings import EngineSettings, PolicyBundleSettings, Settings
 from tests.support.calls import AUDIENCE, ISSUER
 from tests.support.jwks_server import JwksServer
 from tests.support.keys import EC1, K1, jwks
@@ -44,23 +46,45 @@ def jwks_server() -> Iterator[JwksServer]:
         yield server
 
 
-def _engine_identity(settings: Settings) -> tuple[Any, ...]:
-    """What ``build_engine`` builds an engine from: equal identities make equal engines."""
-    return (settings.engine, Path(settings.policy_dir).resolve(), settings.decision_path,
-            settings.engine_go_gc_percent, settings.engine_go_max_procs)
+#: The settings sections ``build_engine`` reads: equal values in them make equal engines.
+_ENGINE_SECTIONS = (EngineSettings, PolicyBundleSettings)
+
+
+def _engine_identity(settings: Settings) -> tuple[tuple[str, Any], ...]:
+    """Every field of the engine's settings sections, with its value."""
+    return tuple((name, getattr(settings, name)) for section in _ENGINE_SECTIONS for name in section.model_fields)
+
+
+def _capability_settings(settings: Settings) -> Settings:
+    """The settings of an app's capability engine (as ``build_deps`` makes them)."""
+    return settings.model_copy(update={"decision_path": settings.capability_path})
 
 
 class SharedEngine(NamedTuple):
     engine: PolicyEngine
-    identity: tuple[Any, ...]
+    identity: tuple[tuple[str, Any], ...]
+
+    @classmethod
+    def build(cls, settings: Settings) -> SharedEngine:
+        return cls(build_engine(settings), _engine_identity(settings))
+
+    def serves(self, settings: Settings) -> bool:
+        """True when ``build_engine(settings)`` would build an engine equal to this one."""
+        return _engine_identity(settings) == self.identity
+
+
+class SharedEngines(NamedTuple):
+    decision: SharedEngine
+    capability: SharedEngine
 
 
 @pytest.fixture(scope="session")
-def shipped_engine() -> SharedEngine:
-    """The embedded engine of the shipped ``policies/``, shared by every app that uses them (it
-    loads its OPA engine once per thread, on first use), with the identity of its settings."""
+def shipped_engines() -> SharedEngines:
+    """The embedded engines of the shipped ``policies/`` with default engine settings (each
+    loads its OPA engine once per thread, on first use): one for the decision document, one for
+    the capability document."""
     settings = Settings(engine="embedded", policy_dir=POLICY_DIR)
-    return SharedEngine(build_engine(settings), _engine_identity(settings))
+    return SharedEngines(SharedEngine.build(settings), SharedEngine.build(_capability_settings(settings)))
 
 
 @pytest.fixture(scope="session")
@@ -103,6 +127,7 @@ def base_settings(jwks_server: JwksServer, redis_server, tmp_path: Path, empty_d
         "opa_connect_timeout_ms": 1000,
         "opa_read_timeout_ms": 1500,
         "audit_dsn": str(audit_dsn),
+        "checkpoint_file": tmp_path / "checkpoints.jsonl",
         "approval_keys": "k-test:" + "a" * 32 + ",k-old:" + "b" * 32,
         "log_level": "WARNING",
     }
@@ -110,16 +135,18 @@ def base_settings(jwks_server: JwksServer, redis_server, tmp_path: Path, empty_d
 
 @pytest.fixture
 def make_app(
-    base_settings: dict[str, Any], redis_client, shipped_engine: SharedEngine, shipped_contracts: ContractRegistry
+    base_settings: dict[str, Any], redis_client, shipped_engines: SharedEngines, shipped_contracts: ContractRegistry
 ) -> Callable[..., Flask]:
     """``make_app(**overrides)`` -> a Flask app built from the test settings plus overrides; it
-    gets the shared engine and registry when its settings name the shipped ones."""
+    gets the shared engines and registry where its settings would build equal ones."""
 
     def build(**overrides: Any) -> Flask:
         settings = Settings(**{**base_settings, **overrides})
         shared: dict[str, Any] = {}
-        if _engine_identity(settings) == shipped_engine.identity:
-            shared["engine"] = shipped_engine.engine
+        if shipped_engines.decision.serves(settings):
+            shared["engine"] = shipped_engines.decision.engine
+        if shipped_engines.capability.serves(_capability_settings(settings)):
+            shared["capability_engine"] = shipped_engines.capability.engine
         if Path(settings.contracts_dir).resolve() == CONTRACTS_DIR.resolve():
             shared["contracts"] = shipped_contracts
         app = create_app(settings, build_deps(settings, **shared))

@@ -10,6 +10,6 @@ from tests.api.conftest import (  # noqa: F401
     opa_server,
     opa_test_server,
     shipped_contracts,
-    shipped_engine,
+    shipped_engines,
     sidecar_client,
 )
