@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from tests.mcp.conftest import CONTRACTS, POLICIES
 from tests.support.calls import auth
+from tests.support.errors import assert_error
 from tests.support.servers import free_port
 
 
@@ -34,8 +35,8 @@ def test_an_unreachable_policy_engine_lists_nothing(make_app) -> None:
     client = make_app(engine="opa", opa_url=f"http://127.0.0.1:{free_port()}", opa_deadline_ms=300,
                       policy_dir=POLICIES, contracts_dir=CONTRACTS).test_client()
     response = client.get("/v1/capabilities", headers=auth("u-1", roles=["agent"]))
-    assert response.status_code == 503 and response.get_json()["error"]["code"] == "DEPENDENCY_UNAVAILABLE"
+    assert_error(response, 503, "DEPENDENCY_UNAVAILABLE", retryable=True)
 
 
 def test_capabilities_need_a_token(make_app) -> None:
-    assert make_app().test_client().get("/v1/capabilities").status_code == 401
+    assert_error(make_app().test_client().get("/v1/capabilities"), 401, "UNAUTHENTICATED", retryable=False)

@@ -20,6 +20,7 @@ from app.policy.bundle_server import BundleCache, make_server
 from app.settings import Settings
 from tests.conftest import POLICY_DIR
 from tests.support.calls import auth, decide_body
+from tests.support.errors import assert_error
 from tests.support.gateway import GatewayProcess
 from tests.support.opa_process import write_bundle
 from tests.support.servers import free_port
@@ -59,6 +60,7 @@ def _wait_for(predicate, timeout_s):
     return predicate()
 
 
+@pytest.mark.serial  # the reload must decide within 1 s of the edit
 def test_a_changed_rule_decides_the_next_call_and_a_broken_edit_is_refused(make_app, policies):
     app = make_app(policy_dir=policies, policy_poll_interval_s=0.2)
     client = app.test_client()
@@ -153,7 +155,7 @@ def test_a_bundle_url_is_polled_with_etags(make_app, policies):
 def test_an_unreachable_bundle_url_is_503_and_never_allows(make_app):
     client = make_app(policy_bundle=f"http://127.0.0.1:{free_port()}/bundles/toolgate.tar.gz").test_client()
     resp = client.post("/v1/decide", json=READ, headers=auth(roles=["support_agent"]))
-    assert resp.status_code == 503
+    assert_error(resp, 503, "DEPENDENCY_UNAVAILABLE", retryable=True)
     assert client.get("/readyz").get_json()["details"]["policy_engine"]["last_refusal"]["kind"] == "unavailable"
 
 
@@ -161,6 +163,7 @@ def _dev_token(**kw):
     return mint_dev_token(Settings(), sub="u-1", tenant="acme", ttl_s=600, **kw)
 
 
+@pytest.mark.serial  # every worker must have reloaded 1 s after the edit
 def test_a_running_gateway_reloads_in_every_worker(policies, tmp_path, redis_server):
     gateway = GatewayProcess({
         "TOOLGATE_POLICY_DIR": str(policies), "TOOLGATE_POLICY_POLL_INTERVAL_S": "0.5",
@@ -190,8 +193,9 @@ def test_a_running_gateway_reloads_in_every_worker(policies, tmp_path, redis_ser
         workers = status["workers"]
         assert len(workers) == 2 and {w["revision"] for w in workers} == {changed}
         assert {w["last_refusal"]["kind"] for w in workers} == {"compile"}
-        assert requests.get(gateway.url + "/v1/policy/status", headers=agent, timeout=5).status_code == 403
-        assert requests.get(gateway.url + "/v1/policy/status", timeout=5).status_code == 401
+        assert_error(requests.get(gateway.url + "/v1/policy/status", headers=agent, timeout=5), 403, "FORBIDDEN",
+                     retryable=False)
+        assert_error(requests.get(gateway.url + "/v1/policy/status", timeout=5), 401, "UNAUTHENTICATED", retryable=False)
     finally:
         gateway.stop()
 
