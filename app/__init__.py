@@ -61,6 +61,7 @@ def create_app(settings: Settings | None = None, deps: Deps | None = None) -> Fl
     from flask import Flask
 
     from app import web
+    from app.approvals.sweeper import ApprovalSweeper
     from app.logs import configure_logging
     from app.settings import load_settings
     from app.tracing import build_tracer
@@ -73,7 +74,11 @@ def create_app(settings: Settings | None = None, deps: Deps | None = None) -> Fl
     app.url_map.merge_slashes = False
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.json.compact = True  # type: ignore[attr-defined]
-    app.extensions["toolgate"] = deps or build_deps(settings)
+    built = deps or build_deps(settings)
+    app.extensions["toolgate"] = built
     app.extensions["toolgate_tracer"] = build_tracer(settings)
     web.register(app)
+    sweeper = ApprovalSweeper(built.approvals, settings.approval_sweep_interval_s)
+    app.extensions["toolgate_sweeper"] = sweeper
+    sweeper.start()
     return app

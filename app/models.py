@@ -15,6 +15,7 @@ from app.vocabulary import (
     AiSdkStatus,
     DecisionWord,
     EventType,
+    GrantScope,
 )
 
 
@@ -75,8 +76,19 @@ class ToolRef(BaseModel):
     version: str
 
 
+class EscalationRule(BaseModel):
+    """``approval.escalation`` of a policy decision: unanswered after ``after_s`` seconds, the
+    holders of ``roles`` are notified and may answer too."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    after_s: int
+    roles: tuple[str, ...]
+
+
 class PolicyDecision(BaseModel):
-    """A normalized policy result (DESIGN §3)."""
+    """A normalized policy result (DESIGN §3). The ``approval_*`` members come from the
+    decision's ``approval`` object (``app.engine.base``); None: the gateway's default."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -85,6 +97,11 @@ class PolicyDecision(BaseModel):
     approval_reason: str | None = None
     approver_roles: tuple[str, ...] | None = None
     approval_ttl_s: int | None = None
+    approval_quorum: int | None = None
+    approval_self_approval: bool = False
+    approval_escalation: EscalationRule | None = None
+    approval_grant_scopes: tuple[str, ...] | None = None
+    approval_max_grant_ttl_s: int | None = None
     #: True when the engine's answer was unusable and this deny was made by normalization.
     normalized_from_invalid: bool = False
     engine_decision_id: str | None = None
@@ -172,14 +189,102 @@ class ApprovalInfo(BaseModel):
     expires_at: str
 
 
+class Constraint(BaseModel):
+    """One constraint of a scoped grant on the input value at a JSON Pointer: exactly one of
+    ``eq`` (equal), ``max`` / ``min`` (a number at most / at least), ``one_of`` (a member)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    eq: Any = None
+    max: float | None = None
+    min: float | None = None
+    one_of: list[Any] | None = Field(default=None, min_length=1, max_length=50)
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Constraint:
+        given = [name for name in ("max", "min", "one_of") if getattr(self, name) is not None]
+        if "eq" in self.model_fields_set:
+            given.append("eq")
+        if len(given) != 1:
+            raise ValueError("a constraint has exactly one of eq, max, min, one_of")
+        return self
+
+
+class GrantScopeBody(BaseModel):
+    """How far an approval reaches: ``once`` (default), or this tool within ``constraints``
+    (JSON Pointer -> ``Constraint``) for ``ttl_s`` seconds, in the requester's conversation
+    (``conversation``) or in any of her calls (``duration``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: GrantScope = "once"
+    ttl_s: int | None = Field(default=None, ge=60, le=30 * 86_400)
+    constraints: dict[str, Constraint] = Field(default_factory=dict, max_length=20)
+
+    @model_validator(mode="after")
+    def _scoped_needs_ttl(self) -> GrantScopeBody:
+        if self.kind != "once" and self.ttl_s is None:
+            raise ValueError("a scoped grant needs ttl_s")
+        if self.kind == "once" and (self.ttl_s is not None or self.constraints):
+            raise ValueError("a one-time grant takes no ttl_s or constraints")
+        for pointer in self.constraints:
+            if not pointer.startswith("/") or len(pointer) > 256:
+                raise ValueError("constraint keys are JSON Pointers into the input")
+        return self
+
+
 class ApprovalAnswerBody(BaseModel):
     """Body of ``POST /v1/approvals/<id>``: the answer, and a reason shown to the requester
-    (for a denial, it becomes the deny reason of the next decide call)."""
+    (for a denial, it becomes the deny reason of the next decide call). ``input`` (approvals
+    only): the input as the approver narrowed it, validated against the tool's contract;
+    sensitive members keep their ``[REDACTED]`` placeholder. ``scope``: how far the grant reaches
+    (the policy's ``grant_scopes`` say what may be chosen)."""
 
     model_config = ConfigDict(extra="forbid")
 
     approved: StrictBool
     reason: str = Field(default="", max_length=500)
+    input: dict[str, Any] | None = None
+    scope: GrantScopeBody | None = None
+
+    @model_validator(mode="after")
+    def _edits_only_when_approving(self) -> ApprovalAnswerBody:
+        if not self.approved and (self.input is not None or self.scope is not None):
+            raise ValueError("a denial takes no input or scope")
+        return self
+
+
+class InputChange(BaseModel):
+    """One member the approver changed: JSON Pointer, the requested and the approved value
+    (sensitive members are never editable, so never shown here)."""
+
+    path: str
+    requested: Any = None
+    approved: Any = None
+    #: ``replace``, ``add`` or ``remove``.
+    op: Literal["replace", "add", "remove"]
+
+
+class ApprovalEditInfo(BaseModel):
+    """In a decide response: the approver narrowed the input; ``changes`` says how. The
+    response's ``input`` is the approved one, which is what the tool service executes."""
+
+    approval_id: str
+    approved_by: list[str]
+    changes: list[InputChange]
+
+
+class VoteView(BaseModel):
+    """One approver's vote towards a quorum."""
+
+    approver: str
+    approved: bool
+    reason: str
+    at: str
+    credential: str
+    #: What this approval proposes (every approval of one quorum approves the same).
+    changes: list[InputChange] = Field(default_factory=list)
+    scope: GrantScope | None = None
 
 
 class ApprovalAnswerView(BaseModel):
@@ -191,6 +296,10 @@ class ApprovalAnswerView(BaseModel):
     answered_at: str
     decision_id: str
     grant_expires_at: str | None = None
+    approvers: list[str] = Field(default_factory=list)
+    changes: list[InputChange] = Field(default_factory=list)
+    scope: GrantScope = "once"
+    scoped_grant_id: str | None = None
 
 
 class ApprovalView(BaseModel):
@@ -202,10 +311,20 @@ class ApprovalView(BaseModel):
     tool: ToolRef
     tool_call_id: str | None
     requester: str
+    conversation_id: str | None = None
     input: dict[str, Any]
     input_fingerprint: str
     request_reason: str
+    reasons: list[str] = Field(default_factory=list)
+    policy_revision: str | None = None
     approver_roles: list[str]
+    quorum: int = 1
+    votes: list[VoteView] = Field(default_factory=list)
+    allow_self_approval: bool = False
+    grant_scopes: list[GrantScope] = Field(default_factory=lambda: list[GrantScope](["once"]))
+    escalation_roles: list[str] = Field(default_factory=list)
+    escalate_at: str | None = None
+    escalated: bool = False
     decision_id: str
     created_at: str
     expires_at: str
@@ -223,9 +342,44 @@ class ApprovalResponse(BaseModel):
 
 
 class ApprovalListResponse(BaseModel):
-    """``GET /v1/approvals?state=pending``: the approvals the caller may answer."""
+    """``GET /v1/approvals?state=pending``: the approvals the caller may answer, oldest first;
+    ``next_cursor`` (None on the last page) asks for the next page."""
 
     approvals: list[ApprovalView]
+    next_cursor: str | None = None
+    request_id: str
+
+
+class ScopedGrantView(BaseModel):
+    """A standing (scoped) grant: this requester may use this tool within ``constraints``
+    (in ``conversation_id`` when set) until ``expires_at``, unless revoked."""
+
+    grant_id: str
+    approval_id: str
+    scope: GrantScope
+    requester: str
+    tool: ToolRef
+    conversation_id: str | None
+    constraints: dict[str, Any]
+    reasons: list[str]
+    approvers: list[str]
+    created_at: str
+    expires_at: str
+    uses: int
+    revoked: bool
+
+
+class ScopedGrantListResponse(BaseModel):
+    """``GET /v1/grants``: the tenant's standing grants, soonest expiry first."""
+
+    grants: list[ScopedGrantView]
+    request_id: str
+
+
+class ScopedGrantResponse(BaseModel):
+    """``DELETE /v1/grants/<grant_id>``: the revoked grant."""
+
+    grant: ScopedGrantView
     request_id: str
 
 
@@ -240,6 +394,7 @@ class DecideResponse(BaseModel):
     tool: ToolRef
     input: dict[str, Any]
     approval: ApprovalInfo | None = None
+    approval_edit: ApprovalEditInfo | None = None
     idempotency: IdempotencyInfo | None = None
     dry_run: bool | None = None
     ai_sdk_status: AiSdkStatus | None = None
