@@ -191,7 +191,8 @@ class ApprovalInfo(BaseModel):
 
 class Constraint(BaseModel):
     """One constraint of a scoped grant on the input value at a JSON Pointer: exactly one of
-    ``eq`` (equal), ``max`` / ``min`` (a number at most / at least), ``one_of`` (a member)."""
+    ``eq`` (equal to a non-null value), ``max`` / ``min`` (a number at most / at least),
+    ``one_of`` (a member of the list)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -202,9 +203,7 @@ class Constraint(BaseModel):
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Constraint:
-        given = [name for name in ("max", "min", "one_of") if getattr(self, name) is not None]
-        if "eq" in self.model_fields_set:
-            given.append("eq")
+        given = [name for name in ("eq", "max", "min", "one_of") if getattr(self, name) is not None]
         if len(given) != 1:
             raise ValueError("a constraint has exactly one of eq, max, min, one_of")
         return self

@@ -61,7 +61,7 @@ from app.approvals.store import ApprovalStore, VoteWrite
 from app.approvals.webhooks import WebhookNotifier
 from app.errors import Conflict, DependencyUnavailable, Forbidden, NotFound, RateLimited, ValidationFailed
 from app.fingerprint import canonical_json
-from app.models import ApprovalPresentation, GrantScopeBody, PolicyDecision, Subject
+from app.models import ApprovalPresentation, Constraint, GrantScopeBody, PolicyDecision, Subject
 from app.settings import ApprovalSettings, Settings
 
 log = logging.getLogger(__name__)
@@ -415,7 +415,7 @@ class ApprovalService:
             tool=request.tool,
             version=request.version,
             conversation_id=request.conversation_id if scope.kind == "conversation" else None,
-            constraints={k: v.model_dump(exclude_unset=True) for k, v in scope.constraints.items()},
+            constraints={k: _constraint(v) for k, v in scope.constraints.items()},
             reasons=request.reasons,
             quorum=request.quorum,
             approver=caller.id,
@@ -618,4 +618,9 @@ class ApprovalService:
 
 def _proposal(fingerprint: str, scope: GrantScopeBody) -> str:
     """What an approval approves: the input (by fingerprint) and the scope, as one digest."""
-    return hashlib.sha256(canonical_json({"input": fingerprint, "scope": scope.model_dump(mode="json", exclude_unset=True)})).hexdigest()
+    return hashlib.sha256(canonical_json({"input": fingerprint, "scope": scope.model_dump(mode="json")})).hexdigest()
+
+
+def _constraint(constraint: Constraint) -> dict[str, Any]:
+    """A constraint as stored: only the member it sets."""
+    return {k: v for k, v in constraint.model_dump(mode="json").items() if v is not None}

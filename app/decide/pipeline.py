@@ -12,6 +12,7 @@ errors included, before anything is returned.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 from app import metrics
@@ -103,7 +104,8 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
         ai_sdk_status=ai_sdk_status(decision, outcome.presented),
     )
     return progress.reach(
-        advance(prepared, Decided, decision=decision, approval=outcome.approval, idempotency=idempotency, response=response)
+        # The approval that let the call through may be a standing grant found after the policy.
+        advance(replace(prepared, presented=outcome.presented), Decided, decision=decision, approval=outcome.approval, idempotency=idempotency, response=response)
     )
 
 

@@ -11,12 +11,12 @@ import pytest
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
+from app.approvals.grants import GrantSigner
 from app.approvals.presented import GRANT_EXPIRED, GRANT_INVALID, GRANT_MISSING, GRANT_USED, ApprovalRejected, VerifiedApproval
 from app.approvals.records import CallFacts, Credential, secret_digest
 from app.approvals.service import ApprovalService, OpenedApproval
 from app.approvals.store import RECORD_GRACE_S, TENANTS_KEY, ApprovalKeys, ApprovalStore
 from app.errors import Conflict, Forbidden, NotFound
-from app.approvals.grants import GrantSigner
 from app.models import ApprovalPresentation, PolicyDecision, Subject
 from app.redis_client import build_redis
 from app.settings import Settings
@@ -342,6 +342,7 @@ def test_a_valid_grant_verifies_and_is_used_once(service):
         "approval_id": approval_id,
         "approved": True,
         "approver": {"id": "u-approver", "roles": ["approver"]},
+        "approvers": ["u-approver"],
     }
     service.consume(verified)
     assert service.show(REQUESTER, approval_id)[0].state == "used"
