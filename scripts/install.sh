@@ -22,6 +22,16 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 # redis-server from Debian starts a system service; toolgate starts its own where it needs one.
 
+# --- Browser tests (tests/browser): Debian's Chromium, driven by the Python playwright package
+# (in the test extra below). Playwright's own browser download does not work here, so the tests
+# launch /usr/bin/chromium as the executable; fonts-dejavu-core gives the screenshots a font.
+if ! command -v chromium >/dev/null || [ ! -d /usr/share/fonts/truetype/dejavu ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq chromium fonts-dejavu-core >/dev/null
+fi
+# --- end of the browser block
+
 stamp=".venv/.toolgate-installed"
 want="$(sha256sum pyproject.toml scripts/install.sh | sha256sum | cut -c1-16)"
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
@@ -33,3 +43,4 @@ python3 -m venv .venv
 .venv/bin/pip install -q --ignore-requires-python "opa-golib-python-bindings==0.4.4"
 .venv/bin/pip install -q -e ".[test]"
 echo "$want" > "$stamp"
+
