@@ -42,7 +42,7 @@ class OidcProvider:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 url = urlparse(self.path)
                 if url.path == "/.well-known/openid-configuration":
                     self._json(200, provider.metadata())
@@ -64,7 +64,7 @@ class OidcProvider:
                 else:
                     self._json(404, {"error": "not_found"})
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode()
                 form = {k: v[0] for k, v in parse_qs(body).items()}
                 provider.token_requests.append(form)

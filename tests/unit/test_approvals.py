@@ -370,7 +370,7 @@ def test_a_grant_for_another_call_is_invalid(service, change):
 
 
 def test_a_grant_presented_under_another_approval_id_is_invalid(service):
-    approval_id, grant = approved(service)
+    _, grant = approved(service)
     other_id, _ = approved(service, call(tool_call_id="call_8"))
     assert rejected(lambda: service.verify_presented(present(other_id, grant), call())).reason == GRANT_INVALID
 
@@ -439,7 +439,7 @@ def test_the_attempt_that_used_a_grant_may_present_it_again(service):
     again = service.verify_presented(present(approval_id, grant), call(), idempotency_key="key-1")
     service.consume(again)
     for key in ("key-2", None):
-        refusal = rejected(lambda: service.verify_presented(present(approval_id, grant), call(), idempotency_key=key))
+        refusal = rejected(lambda key=key: service.verify_presented(present(approval_id, grant), call(), idempotency_key=key))
         assert refusal.reason == GRANT_USED
     other = service.verify_presented(present(approval_id, grant), call(), idempotency_key="key-1")
     assert rejected(lambda: service.consume(VerifiedApproval.of(other.claims))).reason == GRANT_USED

@@ -10,9 +10,9 @@ import json
 
 import pytest
 
+from app.approvals.grants import GrantClaims, GrantExpired, GrantInvalid, GrantSigner
 from app.errors import DependencyUnavailable
 from app.fingerprint import canonical_json
-from app.approvals.grants import GrantClaims, GrantExpired, GrantInvalid, GrantSigner
 from app.settings import DEV_APPROVAL_KEY, Settings, parse_approval_keys
 from tests.support.keys import K1, b64url, hs_signer, raw_jwt
 
