@@ -14,9 +14,11 @@ reference (docs/settings.md) shows them; every field's ``description`` is its do
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -53,6 +55,9 @@ def _split_csv(value: object) -> object:
 
 
 _APPROVAL_KID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_CLAIM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")
+#: Claims every token must carry (RFC 7519 §4.1); operators may require more.
+BASE_REQUIRED_CLAIMS = ("exp", "iss", "aud", "sub")
 
 
 def parse_approval_keys(text: str) -> list[tuple[str, bytes]]:
@@ -198,7 +203,16 @@ class AuditSettings(_Section):
         ["auditor"], description="Roles that may query the decision log of their own tenant (comma-separated)."
     )
     audit_platform_auditor_roles: CsvList = Field(
-        ["platform_auditor"], description="Roles that may query the decision log of every tenant (comma-separated)."
+        ["platform_auditor"],
+        description="Roles that may query the decision log of every tenant (comma-separated); honoured only in "
+        "tokens of `TOOLGATE_AUDIT_PLATFORM_TENANT`.",
+    )
+    audit_platform_tenant: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        description="The tenant whose tokens may hold the platform auditor roles (the operator's own tenant); "
+        "unset: no token reads another tenant's log.",
     )
 
     @field_validator("audit_auditor_roles", "audit_platform_auditor_roles", mode="before")
@@ -220,6 +234,17 @@ class JwtSettings(DeploymentSettings, RequestLimits):
     jwt_public_key: SecretStr | None = Field(None, description="A PEM public key or certificate (instead of a JWKS).")
     jwt_hs256_secret: SecretStr | None = Field(None, description="An HS256 secret of at least 32 bytes.")
     jwt_leeway_s: int = Field(30, ge=0, le=600, description="Clock skew allowed on `exp`, `nbf` and `iat`.")
+    jwt_required_claims: CsvList = Field(
+        list(BASE_REQUIRED_CLAIMS),
+        description="Claims every token must carry (comma-separated); always at least "
+        f"{', '.join(BASE_REQUIRED_CLAIMS)}, e.g. add `iat`, `nbf` or `jti`.",
+    )
+    jwt_max_lifetime_s: int = Field(
+        86_400,
+        gt=0,
+        le=366 * 86_400,
+        description="The longest a token may live: `exp` at most this far in the future, and `exp - iat` at most this.",
+    )
     jwt_tenant_claim: str = Field("tenant", description="The claim holding the tenant.")
     jwt_roles_claim: str = Field("roles", description="The claim holding the roles: a list, or a space-separated string.")
     jwt_jwks_cache_s: int = Field(300, gt=0, le=86_400, description="How long a fetched key set is used.")
@@ -243,10 +268,21 @@ class JwtSettings(DeploymentSettings, RequestLimits):
         description="How long a verified token is remembered (never past its `exp`, nor past the key set that verified it).",
     )
 
-    @field_validator("jwt_algorithms", mode="before")
+    @field_validator("jwt_algorithms", "jwt_required_claims", mode="before")
     @classmethod
-    def _algorithms_csv(cls, value: object) -> object:
+    def _jwt_csv(cls, value: object) -> object:
         return _split_csv(value)
+
+    @field_validator("jwt_required_claims")
+    @classmethod
+    def _base_claims_required(cls, value: list[str]) -> list[str]:
+        missing = [name for name in BASE_REQUIRED_CLAIMS if name not in value]
+        if missing:
+            raise ValueError(f"must include {', '.join(BASE_REQUIRED_CLAIMS)} (missing {', '.join(missing)})")
+        bad = [name for name in value if not _CLAIM_NAME.match(name)]
+        if bad:
+            raise ValueError(f"claim names must match {_CLAIM_NAME.pattern}")
+        return list(dict.fromkeys(value))
 
     @field_validator("jwt_algorithms")
     @classmethod
@@ -372,7 +408,10 @@ class ConsoleSettings(_Section):
 class ServerSettings(_Section):
     """The HTTP server (gunicorn, gthread workers)."""
 
-    bind: str = Field("127.0.0.1:8080", description="HOST:PORT (or `unix:PATH`) to listen on.")
+    bind: str = Field(
+        "127.0.0.1:8081",
+        description="HOST:PORT (or `unix:PATH`) gunicorn listens on, behind the proxy (`TOOLGATE_PROXY_LISTEN`).",
+    )
     workers: int = Field(2, ge=1, le=64, description="gunicorn worker processes.")
     threads: int = Field(4, ge=1, le=256, description="Request threads per worker.")
     worker_connections: int = Field(
@@ -392,6 +431,24 @@ class ServerSettings(_Section):
     )
 
 
+class ProxySettings(_Section):
+    """The reverse proxy (nginx) in front of gunicorn: it reads requests whole, with timeouts."""
+
+    proxy_listen: str = Field(
+        "127.0.0.1:8080",
+        pattern=r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}$",
+        description="HOST:PORT the proxy listens on: the gateway's public address.",
+    )
+    proxy_workers: int = Field(1, ge=1, le=64, description="nginx worker processes (each serves thousands of connections).")
+    proxy_max_connections: int = Field(
+        4096, ge=64, le=1_000_000, description="Connections one nginx worker holds at most (clients and upstream)."
+    )
+    proxy_client_timeout_s: int = Field(
+        10, ge=1, le=600, description="How long the proxy waits for each read of a client's headers or body, and each write."
+    )
+    proxy_keepalive_timeout_s: int = Field(30, ge=0, le=3600, description="How long an idle client connection stays open.")
+
+
 class ObservabilitySettings(_Section):
     """Metrics and traces."""
 
@@ -407,10 +464,81 @@ class ObservabilitySettings(_Section):
     otel_service_name: str = Field("toolgate", min_length=1, max_length=128, description="`service.name` of the spans.")
 
 
+class McpUpstream(BaseModel):
+    """One upstream MCP server of ``toolgate mcp``: a command run over stdio, or a Streamable
+    HTTP URL (with extra request headers, kept secret). ``tool_prefix`` is put before the names
+    of its tools (to keep the tools of several upstreams apart)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    command: list[str] | None = Field(default=None, min_length=1)
+    env: dict[str, str] | None = None
+    cwd: str | None = None
+    url: str | None = Field(default=None, pattern=r"^https?://[^\s]+$")
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
+    tool_prefix: str = Field(default="", pattern=r"^([A-Za-z][A-Za-z0-9_.-]{0,31})?$")
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpUpstream:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(f"upstream {self.name}: give exactly one of command and url")
+        if self.command is None and (self.env or self.cwd):
+            raise ValueError(f"upstream {self.name}: env and cwd apply to a command only")
+        if self.url is None and self.headers:
+            raise ValueError(f"upstream {self.name}: headers apply to a url only")
+        return self
+
+
+class InterfaceSettings(_Section):
+    """The standard interfaces: capabilities, AuthZEN 1.0 and the MCP gateway (`toolgate mcp`, docs/mcp.md)."""
+
+    capability_path: str = Field(
+        "toolgate/capability",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*$",
+        description="The capability document asked whether a caller may use a tool at all "
+        "(`data.toolgate.capability`, docs/design.md §3); undefined or malformed: the tool is not listed.",
+    )
+    authzen_pdp_url: str | None = Field(
+        None,
+        pattern=r"^https?://[^\s?#]+$",
+        description="The `policy_decision_point` identifier published at `/.well-known/authzen-configuration` "
+        "(no query or fragment); unset: the base URL of the metadata request.",
+    )
+    mcp_bind: str = Field("127.0.0.1:8090", description="HOST:PORT the MCP gateway serves Streamable HTTP on.")
+    mcp_path: str = Field("/mcp", pattern=r"^/[A-Za-z0-9._~/-]*$", description="The MCP endpoint's path.")
+    mcp_upstreams: list[McpUpstream] = Field(
+        default_factory=list,
+        description="The upstream MCP servers, a JSON list: `{\"name\", \"command\": [argv...], \"env\"?, \"cwd\"?}` "
+        "(stdio) or `{\"name\", \"url\", \"headers\"?}` (Streamable HTTP), each with an optional `\"tool_prefix\"`; "
+        "`toolgate mcp --upstream` adds more.",
+    )
+    mcp_call_timeout_ms: int = Field(
+        30_000, gt=0, le=3_600_000, description="How long a forwarded `tools/call` may take upstream before it fails."
+    )
+    mcp_connect_timeout_ms: int = Field(
+        10_000, gt=0, le=600_000, description="How long connecting to (and listing the tools of) an upstream may take."
+    )
+    mcp_tool_versions: CsvList = Field(
+        [], description="`tool:version` pairs: the contract version a tool of the upstreams is decided under (default `1`)."
+    )
+    mcp_stdio_token: SecretStr | None = Field(
+        None,
+        description="The JWT that identifies the client of `toolgate mcp --transport stdio` "
+        "(verified like a bearer token, on every call).",
+    )
+
+    @field_validator("mcp_tool_versions", mode="before")
+    @classmethod
+    def _tool_versions_csv(cls, value: object) -> object:
+        return _split_csv(value)
+
+
 #: The sections in reference order.
 SECTIONS: tuple[type[BaseModel], ...] = (
     DeploymentSettings,
     ServerSettings,
+    ProxySettings,
     RequestLimits,
     JwtSettings,
     EngineSettings,
@@ -423,6 +551,7 @@ SECTIONS: tuple[type[BaseModel], ...] = (
     ConsoleSettings,
     AuditSettings,
     ObservabilitySettings,
+    InterfaceSettings,
 )
 
 
@@ -438,7 +567,9 @@ class Settings(
     IdempotencySettings,
     AuditSettings,
     ServerSettings,
+    ProxySettings,
     ObservabilitySettings,
+    InterfaceSettings,
     BaseSettings,
 ):
     """Frozen configuration of one gateway process: every section (docs/settings.md)."""
@@ -500,11 +631,23 @@ class Settings(
         return problems
 
 
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """The ``TOOLGATE_*`` names in ``environ`` that are no setting, each with the setting it
+    probably meant when one is close (a mistyped name is otherwise silently ignored)."""
+    prefix = str(Settings.model_config.get("env_prefix", ""))
+    known = [prefix + name.upper() for name in Settings.model_fields]
+    found = []
+    for name in sorted(n for n in environ if n.upper().startswith(prefix) and n.upper() not in known):
+        close = difflib.get_close_matches(name.upper(), known, n=1, cutoff=0.8)
+        found.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    return found
+
+
 def load_settings(**overrides: object) -> Settings:
     """Read the environment (plus ``overrides``) into a frozen ``Settings``.
 
     Raises ``SettingsError`` naming every invalid setting at once. Logs a warning when a
-    development convenience is on.
+    development convenience is on, and for every ``TOOLGATE_*`` variable that is no setting.
     """
     try:
         settings = Settings(**overrides)  # type: ignore[arg-type]
@@ -515,6 +658,8 @@ def load_settings(**overrides: object) -> Settings:
             name = f"TOOLGATE_{where.upper()}" if err["loc"] else where
             lines.append(f"{name}: {err['msg']}")
         raise SettingsError("invalid settings:\n  " + "\n  ".join(lines)) from None
+    for name in unknown_variables(os.environ):
+        log.warning("unknown setting %s is ignored", name, extra={"event": "unknown_setting"})
     if settings.uses_dev_secret:
         log.warning(
             "development mode: accepting HS256 tokens signed with the built-in development secret; "

@@ -61,7 +61,11 @@ class OidcClient:
         self._client_secret = settings.console_oidc_client_secret.get_secret_value() if settings.console_oidc_client_secret else None
         self._scopes = settings.console_oidc_scopes
         self.redirect_uri = settings.console_public_url.rstrip("/") + "/console/oidc/callback"
-        self._claims = ClaimRules(self._issuer, self._client_id, settings.jwt_tenant_claim, settings.jwt_roles_claim)
+        self._claims = ClaimRules(
+            issuer=self._issuer, audience=self._client_id, tenant_claim=settings.jwt_tenant_claim,
+            roles_claim=settings.jwt_roles_claim, required=("exp", "iat", "iss", "aud", "sub", "nonce"),
+            max_lifetime_s=settings.jwt_max_lifetime_s,
+        )
         self._leeway = settings.jwt_leeway_s
         self._lock = threading.Lock()
         self._discovery: dict[str, Any] | None = None
@@ -132,6 +136,6 @@ class OidcClient:
         if not secrets.compare_digest(str(claims.get("nonce")), login.nonce):
             raise SignInFailed("id_token nonce does not match")
         try:
-            return self._claims.subject(claims)
+            return self._claims.subject(claims, time.time())
         except Unauthenticated as exc:
             raise SignInFailed(f"id_token claims refused: {exc.log_detail}") from None

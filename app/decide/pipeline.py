@@ -103,6 +103,7 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
         **optional,
         ai_sdk_status=ai_sdk_status(decision, outcome.presented),
     )
+    metrics.note_policy_revision(response.policy_revision)
     return progress.reach(
         # The approval that let the call through may be a standing grant found after the policy.
         advance(replace(prepared, presented=outcome.presented), Decided, decision=decision, approval=outcome.approval, idempotency=idempotency, response=response)

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Annotated, Literal
 
 from flask import Blueprint, Response, current_app, jsonify, request
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from app.approvals.records import Credential, credential_digest
 from app.auth import jws
@@ -32,29 +34,40 @@ from app.models import (
     Subject,
 )
 from app.web.auth import require_subject
+from app.web.body import request_body
 from app.web.context import current_deps, request_facts
+from app.web.query import ascii_digits, parse_query
 from app.web.requests import log_fields, request_id
 
 bp = Blueprint("approvals", __name__)
 
-_MAX_LIMIT = 500
+
+class ApprovalListParams(BaseModel):
+    """Query parameters of ``GET /v1/approvals``; unknown parameters are rejected."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    state: Literal["pending"] = "pending"
+    limit: Annotated[int, Field(ge=1, le=500), BeforeValidator(ascii_digits)] = 100
+    cursor: Annotated[str, Field(min_length=1, max_length=200)] | None = None
 
 
-def _limit() -> int:
-    raw = request.args.get("limit", "100")
-    if not (raw.isascii() and raw.isdigit()) or not 1 <= int(raw) <= _MAX_LIMIT:
-        raise ValidationFailed(f"limit must be an integer from 1 to {_MAX_LIMIT}", http_status=400)
-    return int(raw)
+class ApprovalShowParams(BaseModel):
+    """Query parameters of ``GET /v1/approvals/<id>``: ``wait`` seconds of long poll."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    wait: Annotated[int, Field(ge=0, le=120), BeforeValidator(ascii_digits)] = 0
 
 
 def _wait_s() -> float:
-    raw = request.args.get("wait")
-    if raw is None:
-        return 0.0
+    wait = parse_query(ApprovalShowParams).wait
     most = current_deps().settings.approval_max_wait_s
-    if not (raw.isascii() and raw.isdigit()) or int(raw) > most:
-        raise ValidationFailed(f"wait must be a whole number of seconds from 0 to {most}", http_status=400)
-    return float(raw)
+    if wait > most:
+        raise ValidationFailed(
+            "query parameters are not valid", details={"problems": [{"path": "wait", "message": f"at most {most} seconds"}]}
+        )
+    return float(wait)
 
 
 def _step_up_verifier() -> TokenVerifier:
@@ -111,12 +124,10 @@ def list_approvals(subject: Subject) -> Response:
     ``ApprovalListResponse``. Errors: 400 bad query, 401, 403 FORBIDDEN when the caller holds no
     approver role, 503 Redis down.
     """
-    if request.args.get("state", "pending") != "pending":
-        raise ValidationFailed("state must be pending", http_status=400)
-    limit = _limit()
+    params = parse_query(ApprovalListParams)
     approvals = current_deps().approvals
     now = approvals.now_ms()
-    found, next_cursor = approvals.list_pending(subject, limit=limit, cursor=request.args.get("cursor"))
+    found, next_cursor = approvals.list_pending(subject, limit=params.limit, cursor=params.cursor)
     body = ApprovalListResponse(approvals=[a.view(now) for a in found], next_cursor=next_cursor, request_id=request_id())
     return jsonify(body.model_dump(mode="json"))
 
@@ -159,7 +170,7 @@ def answer_approval(approval_id: str) -> Response:
     """
     subject, credential = authenticate_approver()
     deps = current_deps()
-    body = parse_body(ApprovalAnswerBody, request.get_data(cache=False), "request does not match the approval answer schema")
+    body = parse_body(ApprovalAnswerBody, request_body(), "request does not match the approval answer schema")
     log_fields(approval_id=approval_id[:64], approved=body.approved)
     approval, grant = answers.answer(deps, request_facts(), subject, credential, approval_id, body)
     log_fields(decision_id=approval.answer.decision_id if approval.answer else None)
