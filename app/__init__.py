@@ -87,7 +87,7 @@ def create_app(settings: Settings | None = None, deps: Deps | None = None) -> Fl
     app.extensions["toolgate_tracer"] = build_tracer(settings)
     metrics.BUILD_INFO.labels(version()).set(1)
     web.register(app)
-    sweeper = ApprovalSweeper(built.approvals, settings.approval_sweep_interval_s)
-    app.extensions["toolgate_sweeper"] = sweeper
-    sweeper.start()
+    # Started by the server's worker (app/wsgi.py), not here: an app built in a test or a
+    # command does not sweep behind its back.
+    app.extensions["toolgate_sweeper"] = ApprovalSweeper(built.approvals, settings.approval_sweep_interval_s)
     return app

@@ -167,3 +167,35 @@ def test_a_grant_signed_with_the_development_key_is_refused_by_a_production_gate
     prod_app = make_app(policy_dir=write_policy(tmp_path / "p2", {}), approval_keys="dev:" + "p" * 40)
     denied = decide(prod_app.test_client(), {**body, "approval": {"approval_id": approval_id, "grant": grant}})
     assert denied["decision"] == "deny" and denied["reasons"] == ["approval grant invalid"]
+
+
+def test_a_served_gateway_expires_approvals_on_its_own(redis_server, tmp_path):
+    """gunicorn workers run the sweeper (app/wsgi.py): an unanswered approval expires and its
+    webhook is sent without anyone asking."""
+    from app.auth.dev_tokens import mint_dev_token
+    from tests.support.gateway import GatewayProcess
+
+    with WebhookReceiver() as receiver:
+        gateway = GatewayProcess({
+            "TOOLGATE_POLICY_DIR": str(write_policy(tmp_path / "p", {"ttl_s": 1})),
+            "TOOLGATE_REDIS_URL": redis_server.url,
+            "TOOLGATE_AUDIT_DSN": str(tmp_path / "d.sqlite"),
+            "TOOLGATE_APPROVAL_KEYS": "k:" + "k" * 40,
+            "TOOLGATE_WEBHOOK_URL": receiver.url,
+            "TOOLGATE_WEBHOOK_KEYS": f"wh-1:{SECRET}",
+            "TOOLGATE_APPROVAL_SWEEP_INTERVAL_S": "0.3",
+        }, workers=2, threads=2).start()
+        try:
+            token = mint_dev_token(Settings(), sub="u-admin", tenant="acme", roles=["admin"])
+            import requests
+
+            resp = requests.post(gateway.url + "/v1/decide", json=pay(), timeout=10,
+                                 headers={"Authorization": f"Bearer {token}", "Idempotency-Key": uuid.uuid4().hex})
+            approval_id = resp.json()["approval"]["approval_id"]
+            received = receiver.wait_for(2, timeout_s=10)
+            time.sleep(1.0)  # both workers sweep: still one expiry event
+        finally:
+            gateway.stop()
+    types = [json.loads(b)["type"] for _, b in receiver.received]
+    assert types == ["approval.requested", "approval.expired"], types
+    assert json.loads(received[1][1])["approval"]["approval_id"] == approval_id
