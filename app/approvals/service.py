@@ -3,9 +3,9 @@ list and show approvals to approvers, cast votes (quorum, edits, scopes), check 
 presented on a repeated decide call against its signature *and* the stored record, use standing
 scoped grants, expire and escalate unanswered approvals, and notify webhooks.
 
-Who may answer (``answer``), in order: the approval's tenant (else 404); never with the
-credential that made the request (403); one of the approval's approver roles, or an escalation
-role once escalated (403); the requester only when the policy's approval allows self-approval
+Who may answer (``answer``), in order: the approval's tenant (else 404); one of the approval's
+approver roles, or an escalation role once escalated (403); never with the credential that made
+the request (403); the requester only when the policy's approval allows self-approval
 and only with a step-up credential (403); each approver once (409); before expiry (409).
 
 Errors: ``NotFound`` (404: unknown id, or another tenant's), ``Forbidden`` (403),
@@ -369,10 +369,10 @@ class ApprovalService:
 
     def _check_answerer(self, caller: Subject, credential: Credential, approval: Approval) -> None:
         request = approval.request
-        if request.credential_digest is not None and credential.digest == request.credential_digest:
-            raise Forbidden("an approval cannot be given with the credential that made the request")
         if not self._is_approver(caller, approval):
             raise Forbidden("answering this approval needs one of the roles " + ", ".join(approval.answer_roles()))
+        if request.credential_digest is not None and credential.digest == request.credential_digest:
+            raise Forbidden("an approval cannot be given with the credential that made the request")
         if caller.id == request.requester:
             if not request.allow_self_approval:
                 raise Forbidden("an approval cannot be answered by its requester")
