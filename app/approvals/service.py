@@ -62,6 +62,7 @@ from app.approvals.webhooks import WebhookNotifier
 from app.errors import Conflict, DependencyUnavailable, Forbidden, NotFound, RateLimited, ValidationFailed
 from app.fingerprint import canonical_json
 from app.models import ApprovalPresentation, Constraint, GrantScopeBody, PolicyDecision, Subject
+from app.redis_client import RedisConnection
 from app.settings import ApprovalSettings, Settings
 
 log = logging.getLogger(__name__)
@@ -114,8 +115,8 @@ def decode_cursor(cursor: str) -> tuple[int, str]:
 
 
 class ApprovalService:
-    """Pending approvals of every tenant. ``redis`` is the process's ``RedisConnection``;
-    ``signer`` signs and verifies grants; ``notifier`` (optional) sends webhooks; ``clock``
+    """Pending approvals of every tenant. ``store`` holds them in Redis; ``signer`` signs and
+    verifies grants; ``notifier`` (optional) sends webhooks; ``clock``
     returns Unix time in seconds (tests may pass their own)."""
 
     def __init__(
@@ -140,7 +141,7 @@ class ApprovalService:
         self._sleep = sleep
 
     @classmethod
-    def from_settings(cls, redis: Any, settings: ApprovalSettings | Settings) -> ApprovalService:
+    def from_settings(cls, redis: RedisConnection, settings: ApprovalSettings | Settings) -> ApprovalService:
         """The service with the ``approval_*`` (and ``webhook_*``) settings."""
         notifier = None
         if isinstance(settings, Settings) and settings.webhook_url:
