@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, model_validator
 
 from app.vocabulary import (
     CALL_ID_PATTERN,
@@ -189,55 +189,61 @@ class ApprovalInfo(BaseModel):
     expires_at: str
 
 
-class Constraint(BaseModel):
-    """One constraint of a scoped grant on the input value at a JSON Pointer: exactly one of
-    ``eq`` (equal to a non-null value), ``max`` / ``min`` (a number at most / at least),
-    ``one_of`` (a member of the list)."""
-
+class _OneConstraint(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    eq: Any = None
-    max: float | None = None
-    min: float | None = None
-    one_of: list[Any] | None = Field(default=None, min_length=1, max_length=50)
 
-    @model_validator(mode="after")
-    def _exactly_one(self) -> Constraint:
-        given = [name for name in ("eq", "max", "min", "one_of") if getattr(self, name) is not None]
-        if len(given) != 1:
-            raise ValueError("a constraint has exactly one of eq, max, min, one_of")
-        return self
+class EqConstraint(_OneConstraint):
+    """The input value equals ``eq`` (JSON equality)."""
+
+    eq: Any
+
+
+class MaxConstraint(_OneConstraint):
+    """The input value is a number of at most ``max``."""
+
+    max: float
+
+
+class MinConstraint(_OneConstraint):
+    """The input value is a number of at least ``min``."""
+
+    min: float
+
+
+class OneOfConstraint(_OneConstraint):
+    """The input value is one of ``one_of``."""
+
+    one_of: list[Any] = Field(min_length=1, max_length=50)
+
+
+#: One constraint of a scoped grant on the input value at a JSON Pointer.
+Constraint = EqConstraint | MaxConstraint | MinConstraint | OneOfConstraint
+_Pointer = Annotated[str, StringConstraints(pattern=r"^/", max_length=256)]
 
 
 class GrantScopeBody(BaseModel):
-    """How far an approval reaches: ``once`` (default), or this tool within ``constraints``
-    (JSON Pointer -> ``Constraint``) for ``ttl_s`` seconds, in the requester's conversation
+    """How far an approval reaches: ``once`` (default: ``ttl_s`` and ``constraints`` do not
+    apply), or this tool within ``constraints`` (JSON Pointer -> constraint) for ``ttl_s``
+    seconds (default: the longest the policy allows), in the requester's conversation
     (``conversation``) or in any of her calls (``duration``)."""
 
     model_config = ConfigDict(extra="forbid")
 
     kind: GrantScope = "once"
     ttl_s: int | None = Field(default=None, ge=60, le=30 * 86_400)
-    constraints: dict[str, Constraint] = Field(default_factory=dict, max_length=20)
-
-    @model_validator(mode="after")
-    def _scoped_needs_ttl(self) -> GrantScopeBody:
-        if self.kind != "once" and self.ttl_s is None:
-            raise ValueError("a scoped grant needs ttl_s")
-        if self.kind == "once" and (self.ttl_s is not None or self.constraints):
-            raise ValueError("a one-time grant takes no ttl_s or constraints")
-        for pointer in self.constraints:
-            if not pointer.startswith("/") or len(pointer) > 256:
-                raise ValueError("constraint keys are JSON Pointers into the input")
-        return self
+    constraints: dict[_Pointer, Constraint] = Field(
+        default_factory=dict, max_length=20, json_schema_extra={"additionalProperties": False}
+    )
 
 
 class ApprovalAnswerBody(BaseModel):
     """Body of ``POST /v1/approvals/<id>``: the answer, and a reason shown to the requester
     (for a denial, it becomes the deny reason of the next decide call). ``input`` (approvals
-    only): the input as the approver narrowed it, validated against the tool's contract;
-    sensitive members keep their ``[REDACTED]`` placeholder. ``scope``: how far the grant reaches
-    (the policy's ``grant_scopes`` say what may be chosen)."""
+    only; a denial ignores it): the input as the approver narrowed it, validated against the
+    tool's contract; sensitive members keep their ``[REDACTED]`` placeholder. ``scope``
+    (approvals only): how far the grant reaches (the policy's ``grant_scopes`` say what may be
+    chosen)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -245,12 +251,6 @@ class ApprovalAnswerBody(BaseModel):
     reason: str = Field(default="", max_length=500)
     input: dict[str, Any] | None = None
     scope: GrantScopeBody | None = None
-
-    @model_validator(mode="after")
-    def _edits_only_when_approving(self) -> ApprovalAnswerBody:
-        if not self.approved and (self.input is not None or self.scope is not None):
-            raise ValueError("a denial takes no input or scope")
-        return self
 
 
 class InputChange(BaseModel):

@@ -69,7 +69,7 @@ def constraints_hold(constraints: dict[str, Any], document: dict[str, Any]) -> b
     constraint dicts or ``Constraint`` models."""
     for pointer, constraint in constraints.items():
         value = _resolve(document, pointer)
-        as_dict = constraint if isinstance(constraint, dict) else {k: v for k, v in constraint.model_dump(mode="json").items() if v is not None}
+        as_dict = constraint if isinstance(constraint, dict) else constraint.model_dump(mode="json")
         if value is _MISSING or not constraint_holds(as_dict, value):
             return False
     return True

@@ -17,8 +17,6 @@ approvals), ``DependencyUnavailable`` (503: Redis, or no grant signing key),
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import logging
 import re
@@ -67,7 +65,9 @@ from app.settings import ApprovalSettings, Settings
 
 log = logging.getLogger(__name__)
 
-_CURSOR = re.compile(r"^[A-Za-z0-9_-]{4,200}$")
+#: ``<created_at_ms>.<approval_id>`` of the last approval of the previous page.
+CURSOR_PATTERN = r"^[0-9]{1,15}\.ap_[A-Za-z0-9_-]{32}$"
+_CURSOR = re.compile(CURSOR_PATTERN)
 #: How often a long-poll looks at the record, in seconds.
 WAIT_POLL_S = 0.2
 
@@ -99,19 +99,15 @@ class Requirement:
 
 
 def encode_cursor(created_at_ms: int, approval_id: str) -> str:
-    return base64.urlsafe_b64encode(f"{created_at_ms}:{approval_id}".encode()).rstrip(b"=").decode("ascii")
+    return f"{created_at_ms}.{approval_id}"
 
 
 def decode_cursor(cursor: str) -> tuple[int, str]:
     """``(created_at_ms, approval_id)``; raises ``ValidationFailed`` (400) for a bad cursor."""
-    try:
-        if not _CURSOR.match(cursor):
-            raise ValueError
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
-        created, approval_id = text.split(":", 1)
-        return int(created), approval_id
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise ValidationFailed("cursor is not valid", http_status=400) from None
+    if not _CURSOR.match(cursor):
+        raise ValidationFailed("cursor is not valid", http_status=400)
+    created, approval_id = cursor.split(".", 1)
+    return int(created), approval_id
 
 
 class ApprovalService:
@@ -325,7 +321,8 @@ class ApprovalService:
         if approved and edit is None and scope is None:
             first = next((v for v in approval.votes if v.approved), None)
             edit, scope = (first.edit, first.scope) if first else (None, None)
-        scope = scope or GrantScopeBody()
+        if scope is None or scope.kind == "once":
+            scope = GrantScopeBody()  # a one-time grant: ttl_s and constraints do not apply
         fingerprint = edit.fingerprint if edit else request.input_fingerprint
         if approved:
             self._check_scope(request, scope, edit.input if edit else request.call_input)
@@ -406,7 +403,7 @@ class ApprovalService:
 
     @staticmethod
     def _scoped_grant(request: ApprovalRequest, caller: Subject, scope: GrantScopeBody, decision_id: str, now: int) -> ScopedGrant:
-        assert scope.ttl_s is not None
+        ttl_s = scope.ttl_s or request.max_grant_ttl_s or request.ttl_s
         return ScopedGrant(
             grant_id=new_scoped_grant_id(),
             approval_id=request.approval_id,
@@ -423,7 +420,7 @@ class ApprovalService:
             approver_roles=caller.roles,
             answer_id=decision_id,
             created_at_ms=now,
-            expires_at_ms=now + scope.ttl_s * 1000,
+            expires_at_ms=now + ttl_s * 1000,
         )
 
     def _claims(self, approval: Approval) -> GrantClaims:
@@ -623,5 +620,5 @@ def _proposal(fingerprint: str, scope: GrantScopeBody) -> str:
 
 
 def _constraint(constraint: Constraint) -> dict[str, Any]:
-    """A constraint as stored: only the member it sets."""
-    return {k: v for k, v in constraint.model_dump(mode="json").items() if v is not None}
+    """A constraint as stored: its one member."""
+    return constraint.model_dump(mode="json")

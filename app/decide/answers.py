@@ -33,7 +33,7 @@ def answer(
 
     def act() -> tuple[Approval, str | None]:
         edit = None
-        if body.input is not None:
+        if body.approved and body.input is not None:  # a denial ignores an edit
             edit = approved_edit(deps.contracts, deps.approvals.find(approver, approval_id), body.input)
         return deps.approvals.answer(
             approver, credential, approval_id, approved=body.approved, reason=body.reason, decision_id=decision_id,

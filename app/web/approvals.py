@@ -19,6 +19,7 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from app.approvals.records import Credential, credential_digest
+from app.approvals.service import CURSOR_PATTERN
 from app.auth import jws
 from app.auth.rejection import reject
 from app.auth.verifier import TokenVerifier
@@ -49,7 +50,7 @@ class ApprovalListParams(BaseModel):
 
     state: Literal["pending"] = "pending"
     limit: Annotated[int, Field(ge=1, le=500), BeforeValidator(ascii_digits)] = 100
-    cursor: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    cursor: Annotated[str, Field(pattern=CURSOR_PATTERN)] | None = None
 
 
 class ApprovalShowParams(BaseModel):

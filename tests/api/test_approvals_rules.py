@@ -162,7 +162,6 @@ def test_an_edit_is_validated_against_the_contract_and_may_not_add_members(gatew
         resp = gw.answer(approval_id, input=edited)
         assert resp.status_code == 422, (edited, resp.get_json())
         assert resp.get_json()["error"]["code"] == "VALIDATION_ERROR"
-    assert gw.answer(approval_id, approved=False, input={"amount": 1}).status_code == 422  # a denial takes no edit
     # Nothing was stored by the refused edits: the approval is still pending.
     shown = gw.client.get(f"/v1/approvals/{approval_id}", headers=auth(*APPROVER)).get_json()
     assert shown["approval"]["state"] == "pending" and shown["approval"]["votes"] == []
@@ -371,7 +370,7 @@ def test_the_inbox_is_oldest_first_in_cursor_pages(gateway):
         if cursor is None:
             break
     assert seen == ids
-    for bad in ("cursor=%%%", "cursor=bm9wZQ", "limit=%C2%B2", "limit=0"):
+    for bad in ("cursor=%%%", "cursor=bm9wZQ", "cursor=12.ap_short", "limit=%C2%B2", "limit=0"):
         assert gw.client.get(f"/v1/approvals?{bad}", headers=auth(*APPROVER)).status_code == 400, bad
 
 
