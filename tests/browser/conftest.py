@@ -1,5 +1,6 @@
 """Browser tests: Debian's headless Chromium (``/usr/bin/chromium``, installed by
-``scripts/install.sh``) driven by Playwright against a live gateway (gunicorn) with a real
+``scripts/install.sh``) driven by Playwright against a live gateway (gunicorn behind the nginx
+proxy it ships, as deployed) with a real
 Redis, the embedded OPA engine over a test-only policy, and an SQLite decision log. The
 console signs in with the development sign-in (the OIDC flow is covered by
 ``tests/api/test_console_oidc.py`` against a loopback identity provider). Screenshots go to
@@ -11,12 +12,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from tests.support.approval_policies import write_policy
 from tests.support.gateway import GatewayProcess
+from tests.support.proxy import ProxyProcess
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -25,8 +28,15 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-sync", "--no-first-run"]
 
 
+@dataclass(frozen=True)
+class Served:
+    """The proxy's URL (what browsers and tool services talk to)."""
+
+    url: str
+
+
 @pytest.fixture(scope="module")
-def gateway(redis_server, tmp_path_factory) -> Iterator[GatewayProcess]:
+def gateway(redis_server, tmp_path_factory) -> Iterator[Served]:
     tmp = tmp_path_factory.mktemp("console")
     policy = write_policy(tmp / "policy", {"grant_scopes": ["once", "duration"], "max_grant_ttl_s": 3600})
     process = GatewayProcess({
@@ -38,7 +48,9 @@ def gateway(redis_server, tmp_path_factory) -> Iterator[GatewayProcess]:
         "TOOLGATE_CONSOLE_SECURE_COOKIES": "false",  # plain HTTP on loopback
         "TOOLGATE_APPROVAL_SWEEP_INTERVAL_S": "0",
     }, workers=1, threads=4).start()
-    yield process
+    proxy = ProxyProcess(f"127.0.0.1:{process.port}", tmp / "proxy").start()
+    yield Served(proxy.url)
+    proxy.stop()
     process.stop()
 
 
