@@ -135,3 +135,30 @@ def test_a_post_without_the_csrf_token_is_refused_and_changes_nothing(gateway, b
                          headers={"Authorization": f"Bearer {token('u-approver-2', ['approver'])}"}, timeout=10).json()
     assert shown["approval"]["state"] == "pending" and shown["approval"]["votes"] == []
     page.close()
+
+
+def test_a_scoped_grant_chosen_in_the_inbox_is_listed_and_revoked_in_the_console(gateway, browser, screenshot):
+    approval_id = tool_service_decide(gateway, payment(1900), uuid.uuid4().hex)["approval"]["approval_id"]
+    page = browser.new_page()
+    sign_in(page, gateway, "u-approver-3", "approver")
+    card = page.locator(f"article#{approval_id}")
+    card.locator('select[name="scope"]').select_option("duration")
+    card.locator('input[name="scope_minutes"]').fill("30")
+    card.locator('input[name="pin.recipient"]').check()
+    card.locator("button.approve").click()
+    page.wait_for_url("**/console/inbox?done=*")
+    # A later payment to the pinned recipient needs no new approval; another recipient does.
+    later = tool_service_decide(gateway, payment(1700), uuid.uuid4().hex)
+    assert later["decision"] == "allow" and later["ai_sdk_status"] == "approved"
+    other = payment(1700)
+    other["input"]["recipient"] = "acct_77"
+    assert tool_service_decide(gateway, other, uuid.uuid4().hex)["decision"] == "user-approval"
+    page.goto(gateway.url + "/console/grants")
+    row = page.locator("table.records tbody tr").filter(has_text="svc-payments").first
+    assert '/recipient {"eq": "acct_42"}' in row.inner_text() and "duration" in row.inner_text()
+    screenshot(page, "console-grants")
+    row.locator("button.deny").click()
+    page.wait_for_url("**/console/grants")
+    assert "revoked" in page.locator("table.records tbody tr").first.inner_text()
+    assert tool_service_decide(gateway, payment(1700), uuid.uuid4().hex)["decision"] == "user-approval"
+    page.close()
