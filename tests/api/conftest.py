@@ -49,7 +49,6 @@ def base_settings(jwks_server: JwksServer, redis_server, tmp_path) -> dict[str, 
         "audit_dsn": str(tmp_path / "decisions.sqlite"),
         "approval_keys": "k-test:" + "a" * 32 + ",k-old:" + "b" * 32,
         "log_level": "WARNING",
-        "approval_sweep_interval_s": 0,  # tests sweep when they mean to
     }
 
 

@@ -103,7 +103,6 @@ def settings(tmp_path: Path, **overrides: Any) -> Settings:
         "audit_dsn": str(tmp_path / "decisions.sqlite"),
         "approval_keys": "k-fast:" + "f" * 32,
         "log_level": "WARNING",
-        "approval_sweep_interval_s": 0,
         **overrides,
     }
     return Settings(**values)
