@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from app import metrics
-from app.engine.base import normalize
 from app.errors import DependencyUnavailable
 from app.models import PolicyDecision
+from app.engine.base import normalize
 
 log = logging.getLogger(__name__)
 
