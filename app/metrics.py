@@ -31,6 +31,8 @@ Metrics (all counters end in ``_total``):
 - ``toolgate_build_info{version}``: 1, the version of the running toolgate.
 - ``toolgate_policy_revision_info{revision}``: 1 for the policy revision a worker last
   decided with, 0 for the one before (per worker: ``liveall``).
+- ``toolgate_audit_checkpoints_total{kind,outcome}``: signed checkpoint statements written
+  (kind register, checkpoint; outcome ok, error: a sink failed, tried again at the next flush).
 """
 
 from __future__ import annotations
@@ -52,6 +54,11 @@ POLICY_INVALID_RESULTS = Counter(
     "Engine results that were not a valid decision and were normalized to deny.",
 )
 ENGINE_ERRORS = Counter("toolgate_engine_errors_total", "Policy engine failures by kind.", ["kind"])
+POLICY_RELOADS = Counter("toolgate_policy_reloads_total", "Policy bundles activated by the embedded engine.")
+POLICY_RELOAD_REFUSALS = Counter(
+    "toolgate_policy_reload_refusals_total",
+    "Policy bundles refused by the embedded engine: signature, compile, unreadable, unavailable.", ["kind"]
+)
 PHASE_SECONDS = Histogram(
     "toolgate_phase_seconds",
     "Duration of each decide phase in seconds.",
@@ -120,6 +127,9 @@ def note_policy_revision(revision: str) -> None:
         POLICY_REVISION.labels(previous).set(0)
     POLICY_REVISION.labels(revision).set(1)
     _revision[0] = revision
+AUDIT_CHECKPOINTS = Counter(
+    "toolgate_audit_checkpoints_total", "Signed decision-log checkpoint statements written.", ["kind", "outcome"]
+)
 
 
 def multiprocess_dir() -> str | None:

@@ -29,6 +29,12 @@ STORED_STATES: tuple[str, ...] = ("pending", "approved", "denied", "used", "expi
 CredentialKind = Literal["bearer", "step-up", "console"]
 
 
+def tool_ref(qualified: str, version: str) -> ToolRef:
+    """The ``ToolRef`` of a qualified tool name (``namespace/name``, or ``name``)."""
+    namespace, _, name = qualified.rpartition("/")
+    return ToolRef(name=name, version=version, namespace=namespace or None)
+
+
 def new_approval_id() -> str:
     """An unguessable approval id: ``ap_`` and 32 base64url characters (192 random bits)."""
     return "ap_" + secrets.token_urlsafe(24)
@@ -221,7 +227,7 @@ class Approval:
         return ApprovalView(
             approval_id=req.approval_id,
             state=self.state_at(now_ms),  # type: ignore[arg-type]
-            tool=ToolRef(name=req.tool, version=req.version),
+            tool=tool_ref(req.tool, req.version),
             tool_call_id=req.tool_call_id,
             requester=req.requester,
             conversation_id=req.conversation_id,
@@ -296,7 +302,7 @@ class ScopedGrant(BaseModel):
             approval_id=self.approval_id,
             scope=self.scope,
             requester=self.requester,
-            tool=ToolRef(name=self.tool, version=self.version),
+            tool=tool_ref(self.tool, self.version),
             conversation_id=self.conversation_id,
             constraints=self.constraints,
             reasons=list(self.reasons),

@@ -90,7 +90,8 @@ def approved_edit(contracts: ContractRegistry, approval: Approval, edited: dict[
     Raises ``ValidationFailed`` (422) with ``details.problems``.
     """
     request = approval.request
-    contract = contracts.get(request.tool, request.version)
+    namespace, _, name = request.tool.rpartition("/")  # the approval names the qualified tool
+    contract = contracts.get(name, request.version, namespace)
     if contract is None:
         raise ValidationFailed("the input of an unregistered tool cannot be edited", http_status=422)
     merged = copy.deepcopy(edited)

@@ -15,7 +15,7 @@ from app.contracts.redaction import redact
 from app.decide.stages import Authenticated, Decided, Parsed, Prepared, Refusal, Validated, conversation_id
 from app.errors import InternalError, ToolgateError
 from app.models import ApprovalAnswerBody, Subject
-from app.vocabulary import EventType
+from app.vocabulary import EventType, qualified_tool
 
 KeyHash = Callable[[str], str]
 _MAX_REASON_CHARS = 500
@@ -85,7 +85,7 @@ def decide_event(
         subject_id=subject.id,
         roles=subject.roles,
         conversation_id=conversation_id(request) if request else None,
-        tool=request.tool if request else None,
+        tool=qualified_tool(request.namespace, request.tool) if request else None,
         version=request.version if request else None,
         decision=response.decision if response else None,
         ai_sdk_status=response.ai_sdk_status if response else None,
@@ -178,8 +178,10 @@ def report_event(
     reasons: list[str],
     error: ToolgateError | None,
     succeeded: bool,
+    for_decision_id: str | None = None,
 ) -> AuditEvent:
-    """The ``execution_complete`` / ``execution_fail`` record of a tool service's report."""
+    """The ``execution_complete`` / ``execution_fail`` record of a tool service's report;
+    ``for_decision_id``: the decide call whose reservation it settled (its receipt's id)."""
     return AuditEvent(
         event=event,
         request_id=request.request_id,
@@ -190,6 +192,7 @@ def report_event(
         reasons=tuple(r[:_MAX_REASON_CHARS] for r in reasons),
         idempotency_key_hash=key_hash,
         error_code=_error_code(error, succeeded),
+        for_decision_id=for_decision_id,
     )
 
 

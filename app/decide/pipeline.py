@@ -1,7 +1,7 @@
 """The decide pipeline (DESIGN §2): the ordered steps of ``POST /v1/decide``.
 
     decision id -> authenticate -> parse -> validate (contract) -> idempotency -> grant check
-    -> policy -> approval (use the grant | open a pending approval) -> reserve -> record
+    -> policy -> approval (use the grant | open a pending approval) -> reserve -> receipt -> record
 
 No Flask here: the web layer hands over the request facts (``DecideCall`` inside a
 ``Progress``) and renders the ``DecideResponse`` that comes back. Every step may end the call
@@ -23,6 +23,7 @@ from app.decide.approval_outcome import ApprovalOutcome
 from app.decide.deps import Deps
 from app.decide.events import decide_event
 from app.decide.phases import Phases
+from app.decide.receipts import receipt_claims
 from app.decide.stages import Authenticated, Decided, Prepared, Presented, Progress, Refusal, advance
 from app.errors import ToolgateError
 from app.models import DecideResponse, PolicyDecision, ToolRef
@@ -80,7 +81,7 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
     decision = outcome.decision
     # Unregistered tools: name and version are caller input, so one fixed label value for both.
     tool = prepared.tool
-    label = (tool.name, tool.version) if tool.registered else ("_dynamic", "_dynamic")
+    label = (tool.qualified, tool.version) if tool.registered else ("_dynamic", "_dynamic")
     metrics.DECISIONS.labels(*label, decision.decision).inc()
     optional: dict[str, Any] = {}
     if outcome.approval is not None:
@@ -92,13 +93,16 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
     edit = approval_outcome.edit_info(outcome.presented)
     if edit is not None:
         optional["approval_edit"] = edit
+    policy_revision = decision.policy_revision or deps.engine.revision()
+    if deps.receipts is not None and not dry_run:
+        optional["receipt"] = deps.receipts.sign(receipt_claims(prepared, decision, policy_revision))
     response = DecideResponse(
         decision=decision.decision,
         reasons=list(decision.reasons),
         decision_id=prepared.call.decision_id,
         request_id=prepared.call.request_id,
-        policy_revision=decision.policy_revision or deps.engine.revision(),
-        tool=ToolRef(name=tool.name, version=tool.version),
+        policy_revision=policy_revision,
+        tool=ToolRef(name=tool.name, version=tool.version, **({"namespace": tool.namespace} if tool.namespace else {})),
         input=prepared.display_input,
         **optional,
         ai_sdk_status=ai_sdk_status(decision, outcome.presented),

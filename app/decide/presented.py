@@ -31,7 +31,7 @@ def call_facts(stage: Validated, *, refusal: str) -> CallFacts:
     return CallFacts(
         tenant=stage.subject.tenant,
         subject=stage.subject.id,
-        tool=stage.tool.name,
+        tool=stage.tool.qualified,
         version=stage.tool.version,
         tool_call_id=stage.request.tool_call_id,
         input_fingerprint=stage.fingerprint,
@@ -82,7 +82,7 @@ def _approved(stage: Validated, verified: VerifiedApproval) -> Validated:
     assert approved is not None
     subject, tool = stage.subject, stage.tool
     try:
-        fp = fingerprint(subject.tenant, subject.id, tool.name, tool.version, approved)
+        fp = fingerprint(subject.tenant, subject.id, tool.qualified, tool.version, approved)
     except ValidationFailed:
         fp = None
     if fp is None or fp != verified.claims.approved_input_fingerprint:

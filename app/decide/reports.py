@@ -1,5 +1,7 @@
 """A tool service's execution report (DESIGN §4), recorded like a decide call: the key is
-stored only as its keyed hash; refused reports are recorded too."""
+stored only as its keyed hash; refused reports are recorded too. The record of an accepted
+report names the decide call that reserved the key (``for_decision_id``): the decision id its
+receipt carries."""
 
 from __future__ import annotations
 
@@ -93,7 +95,8 @@ def _recorded(
     outcome = deps.recorder.run(
         act,
         lambda result, error: report_event(
-            event, request, subject, deps.recorder.key_hash(key), reasons, error, result is not None
+            event, request, subject, deps.recorder.key_hash(key), reasons, error, result is not None,
+            for_decision_id=result.decision_id if result is not None else None,
         ),
     )
     metrics.EXECUTION_REPORTS.labels(outcome.state).inc()

@@ -29,9 +29,10 @@ def check(stage: Validated, store: IdempotencyStore) -> PendingCall | None:
         scope=scope,
         fingerprint=fp,
         subject_id=stage.subject.id,
-        tool=stage.tool.name,
+        tool=stage.tool.qualified,
         version=stage.tool.version,
         lease_s=(meta.lease_s if meta and meta.lease_s else store.lease_s),
         retry_safe=retry_safe,
         stored=store.inspect(scope, fp, retry_safe=retry_safe),
+        decision_id=stage.call.decision_id,
     )

@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol, cast
 
-from app.models import EscalationRule, PolicyDecision
-from app.vocabulary import GRANT_SCOPES, DecisionWord
+from app.models import DecisionWord, EscalationRule, PolicyDecision
+from app.vocabulary import GRANT_SCOPES
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,13 @@ class PolicyEngine(Protocol):
     def probe(self) -> None:
         """Readiness check: raises ``DependencyUnavailable`` when the engine cannot answer."""
 
+    def status(self, *, with_detail: bool = True) -> dict[str, Any]:
+        """This process's view of the policy in force (``engine``, ``revision``, ...);
+        ``with_detail=False`` omits operator-only messages."""
+
+    def workers(self) -> list[dict[str, Any]]:
+        """The published status of every live worker of this gateway."""
+
 
 class InvalidPolicyResult(Exception):
     """Raised inside normalization; turned into the fail-closed deny."""
@@ -59,7 +66,7 @@ def _string_list(value: Any, what: str) -> tuple[str, ...]:
     return tuple(v[:_MAX_REASON_CHARS] for v in value[:_MAX_REASONS])
 
 
-def _parse(result: Any) -> PolicyDecision:
+def _parse(result: Any, policy_revision: str | None) -> PolicyDecision:
     if not isinstance(result, dict):
         raise InvalidPolicyResult(f"result is a {type(result).__name__}, not an object")
     word = result.get("decision")
@@ -87,7 +94,7 @@ def _parse(result: Any) -> PolicyDecision:
         if "ttl_s" in approval:
             fields["approval_ttl_s"] = _whole(approval["ttl_s"], "approval.ttl_s", 1, _MAX_TTL_S)
         fields.update(_approval_rules(approval))
-    return PolicyDecision(decision=cast(DecisionWord, word), reasons=reasons, **fields)
+    return PolicyDecision(decision=cast(DecisionWord, word), reasons=reasons, policy_revision=policy_revision, **fields)
 
 
 def _whole(value: Any, what: str, low: int, high: int) -> int:
@@ -139,17 +146,20 @@ def _approval_rules(approval: dict[str, Any]) -> dict[str, Any]:
     return rules
 
 
-def normalize(result: Any, *, defined: bool = True, engine_decision_id: str | None = None) -> PolicyDecision:
+def normalize(
+    result: Any, *, defined: bool = True, engine_decision_id: str | None = None, policy_revision: str | None = None
+) -> PolicyDecision:
     """Turn a raw engine result into a ``PolicyDecision``; anything unusable is a deny.
 
     ``defined=False`` means the engine answered without a result (undefined document).
+    ``policy_revision``: the revision that evaluated (kept on the deny too).
     """
     from app import metrics
 
     try:
         if not defined:
             raise InvalidPolicyResult("the decision document is undefined (no result)")
-        decision = _parse(result)
+        decision = _parse(result, policy_revision)
     except InvalidPolicyResult as exc:
         log.warning("no policy decision: %s", exc, extra={"event": "policy_result_invalid", "detail": str(exc)})
         metrics.POLICY_INVALID_RESULTS.inc()
@@ -158,6 +168,7 @@ def normalize(result: Any, *, defined: bool = True, engine_decision_id: str | No
             reasons=(NO_POLICY_DECISION,),
             normalized_from_invalid=True,
             engine_decision_id=engine_decision_id,
+            policy_revision=policy_revision,
         )
     if engine_decision_id:
         decision = decision.model_copy(update={"engine_decision_id": engine_decision_id})

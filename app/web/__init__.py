@@ -13,8 +13,10 @@ from app.web import (
     errors,
     executions,
     health,
+    keys,
     metrics,
     openapi,
+    policy_status,
     requests,
     tools,
 )
@@ -25,7 +27,7 @@ def register(app: Flask) -> None:
     requests.register(app)
     errors.register(app)
     for blueprint in (decide.bp, tools.bp, health.bp, openapi.bp, metrics.bp, executions.bp, approvals.bp,
-                      decisions.bp, capabilities.bp, authzen.bp):
+                      decisions.bp, capabilities.bp, authzen.bp, keys.bp, policy_status.bp):
         app.register_blueprint(blueprint)
     if app.extensions["toolgate"].settings.console_enabled:
         from app.console import views

@@ -22,6 +22,7 @@ from app.models import (
     ErrorBody,
     ExecutionReportResponse,
     FailReport,
+    PublishedKeys,
     ScopedGrantListResponse,
     ScopedGrantResponse,
     ToolListResponse,
@@ -222,6 +223,7 @@ def build_openapi() -> dict[str, Any]:
             (ApprovalListResponse, "serialization"), (DecisionListResponse, "serialization"),
             (ScopedGrantListResponse, "serialization"), (ScopedGrantResponse, "serialization"),
             (DecisionRecordResponse, "serialization"), (ToolListResponse, "serialization"),
+            (PublishedKeys, "serialization"),
         ],
         ref_template="#/components/schemas/{model}",
     )
@@ -272,11 +274,26 @@ def build_openapi() -> dict[str, Any]:
                     },
                 }
             },
+            "/.well-known/toolgate-keys": {
+                "get": {
+                    "operationId": "publishedKeys",
+                    "summary": "The public keys of decision receipts and decision-log checkpoints (JWK Set).",
+                    "responses": {"200": _json(_ref("PublishedKeys"), "The key set.")},
+                }
+            },
             "/healthz": {"get": {"operationId": "healthz", "responses": {"200": _json(_ANY_OBJECT, "Process is up.")}}},
             "/readyz": {
                 "get": {
                     "operationId": "readyz",
                     "responses": {"200": _json(_ANY_OBJECT, "Ready."), "503": _json(_ANY_OBJECT, "Not ready.")},
+                }
+            },
+            "/v1/policy/status": {
+                "get": {
+                    "operationId": "policyStatus",
+                    "summary": "The policy revision active in each worker and the last refused bundle (operator roles).",
+                    "security": [{"bearer": []}],
+                    "responses": {"200": _json(_ANY_OBJECT, "Policy status."), **_errors("401", "403", "500", "503")},
                 }
             },
         },

@@ -45,6 +45,7 @@ def base_settings(jwks_server: JwksServer, redis_server, tmp_path) -> dict[str, 
         "jwt_jwks_refetch_cooldown_s": 10,
         "redis_url": redis_server.url,
         "audit_dsn": str(tmp_path / "decisions.sqlite"),
+        "checkpoint_file": tmp_path / "checkpoints.jsonl",
         "approval_keys": "k-test:" + "a" * 32 + ",k-old:" + "b" * 32,
         "log_level": "WARNING",
     }
