@@ -391,3 +391,39 @@ def test_a_long_poll_returns_when_the_approval_is_answered(gateway):
     assert still["approval"]["state"] == "pending" and time.monotonic() - started >= 0.9
     for bad in ("wait=31", "wait=-1", "wait=1.5", "wait=%C2%B2"):
         assert gw.client.get(f"/v1/approvals/{pending}?{bad}", headers=auth(*ADMIN)).status_code == 400
+
+
+# --- the shipped policies ------------------------------------------------------------------------
+
+
+def test_the_shipped_banking_policy_lets_the_account_holder_confirm_with_a_step_up_token_only(client):
+    holder = ("emma", "bank-demo", ["account_holder"])
+    body = decide_body("send_money", {"recipient": "UK12345678901234567890", "amount": 98.7, "subject": "gift",
+                                      "date": "2026-12-01"})
+    token = make_token(*holder)
+    asked = client.post("/v1/decide", json=body, headers={**bearer(token), "Idempotency-Key": uuid.uuid4().hex}).get_json()
+    assert asked["decision"] == "user-approval", asked
+    approval_id = asked["approval"]["approval_id"]
+    answer = {"approved": True, "reason": "yes, my gift"}
+    for refused in (token, make_token(*holder)):  # the agent's token, or another ordinary one of hers
+        resp = client.post(f"/v1/approvals/{approval_id}", json=answer, headers=bearer(refused))
+        assert resp.status_code == 403
+    confirmed = client.post(f"/v1/approvals/{approval_id}", json=answer, headers=bearer(make_token(*holder, aud=STEP_UP)))
+    assert confirmed.status_code == 200, confirmed.get_json()
+    grant = confirmed.get_json()["grant"]
+    presented = {**body, "approval": {"approval_id": approval_id, "grant": grant}}
+    allowed = client.post("/v1/decide", json=presented, headers={**bearer(token), "Idempotency-Key": uuid.uuid4().hex})
+    assert allowed.get_json()["decision"] == "allow"
+
+
+def test_the_shipped_payments_policy_needs_two_approvers_above_its_quorum_amount(client):
+    body = pay(20000)
+    asked = client.post("/v1/decide", json=body, headers={**auth(*ADMIN), "Idempotency-Key": uuid.uuid4().hex}).get_json()
+    approval_id = asked["approval"]["approval_id"]
+    assert "payment over 10000 needs two approvers" in asked["reasons"]
+    first = client.post(f"/v1/approvals/{approval_id}", json={"approved": True}, headers=auth(*APPROVER)).get_json()
+    assert first["approval"]["quorum"] == 2 and first["approval"]["state"] == "pending" and first["grant"] is None
+    second = client.post(f"/v1/approvals/{approval_id}", json={"approved": True}, headers=auth(*APPROVER_2)).get_json()
+    presented = {**body, "approval": {"approval_id": approval_id, "grant": second["grant"]}}
+    allowed = client.post("/v1/decide", json=presented, headers={**auth(*ADMIN), "Idempotency-Key": uuid.uuid4().hex}).get_json()
+    assert allowed["decision"] == "allow", allowed
