@@ -11,6 +11,7 @@ from app.vocabulary import (
     DECISION_ID_PATTERN,
     NAMESPACE_PATTERN,
     RESERVATION_TOKEN_PATTERN,
+    RULE_ID_PATTERN,
     TOOL_NAME_PATTERN,
     VERSION_PATTERN,
     AiSdkStatus,
@@ -88,7 +89,18 @@ class ToolRef(BaseModel):
 
     name: str
     version: str
-    namespace: str | None = None
+    namespace: str | None = Field(default=None, exclude_if=lambda value: value is None)
+
+
+class MatchedRule(BaseModel):
+    """One rule that contributed to a decision: its stable id (``family.rule``, or
+    ``toolgate.<rule>`` for the library's own), its effect and its message."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(pattern=RULE_ID_PATTERN)
+    effect: Literal["deny", "approval", "allow"]
+    message: str
 
 
 class EscalationRule(BaseModel):
@@ -109,6 +121,7 @@ class PolicyDecision(BaseModel):
 
     decision: DecisionWord
     reasons: tuple[str, ...] = ()
+    matched_rules: tuple[MatchedRule, ...] = ()
     approval_reason: str | None = None
     approver_roles: tuple[str, ...] | None = None
     approval_ttl_s: int | None = None
@@ -407,6 +420,9 @@ class DecideResponse(BaseModel):
     policy_revision: str
     tool: ToolRef
     input: dict[str, Any]
+    matched_rules: list[MatchedRule] = Field(
+        default_factory=list, description="The rules that matched, by effect then id (empty when the policy names none)."
+    )
     approval: ApprovalInfo | None = None
     approval_edit: ApprovalEditInfo | None = None
     idempotency: IdempotencyInfo | None = None
@@ -470,6 +486,7 @@ class DecisionRecord(BaseModel):
     decision: DecisionWord | None
     ai_sdk_status: AiSdkStatus | None
     reasons: list[str]
+    matched_rules: list[MatchedRule] = Field(default_factory=list, description="the rules that matched")
     policy_revision: str | None
     engine: str | None
     engine_decision_id: str | None

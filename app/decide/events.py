@@ -90,6 +90,7 @@ def decide_event(
         decision=response.decision if response else None,
         ai_sdk_status=response.ai_sdk_status if response else None,
         reasons=tuple(response.reasons) if response else (),
+        matched_rules=tuple(rule.model_dump() for rule in response.matched_rules) if response else (),
         policy_revision=response.policy_revision if response else None,
         engine=engine,
         engine_decision_id=decided.decision.engine_decision_id if decided else None,

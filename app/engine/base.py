@@ -12,7 +12,10 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol, cast
 
-from app.models import DecisionWord, EscalationRule, PolicyDecision
+from pydantic import ValidationError
+
+from app.bodies import release_validation_error
+from app.models import DecisionWord, EscalationRule, MatchedRule, PolicyDecision
 from app.vocabulary import GRANT_SCOPES
 
 log = logging.getLogger(__name__)
@@ -26,6 +29,7 @@ _MAX_QUORUM = 10
 _APPROVAL_MEMBERS = frozenset(
     {"reason", "approver_roles", "ttl_s", "quorum", "allow_self_approval", "escalation", "grant_scopes", "max_grant_ttl_s"}
 )
+_MAX_MATCHED_RULES = 64
 
 
 class PolicyEngine(Protocol):
@@ -66,6 +70,22 @@ def _string_list(value: Any, what: str) -> tuple[str, ...]:
     return tuple(v[:_MAX_REASON_CHARS] for v in value[:_MAX_REASONS])
 
 
+def _matched_rules(value: Any) -> tuple[MatchedRule, ...]:
+    """``matched_rules: [{id, effect, message}]``, strictly: anything else is an invalid result."""
+    if not isinstance(value, list):
+        raise InvalidPolicyResult("matched_rules is not a list")
+    rules = []
+    for item in value[:_MAX_MATCHED_RULES]:
+        if not isinstance(item, dict) or not isinstance(item.get("message"), str):
+            raise InvalidPolicyResult("a matched rule is not {id, effect, message}")
+        try:
+            rules.append(MatchedRule.model_validate({**item, "message": item["message"][:_MAX_REASON_CHARS]}))
+        except ValidationError as exc:
+            release_validation_error(exc)
+            raise InvalidPolicyResult("a matched rule is not {id, effect, message}") from None
+    return tuple(rules)
+
+
 def _parse(result: Any, policy_revision: str | None) -> PolicyDecision:
     if not isinstance(result, dict):
         raise InvalidPolicyResult(f"result is a {type(result).__name__}, not an object")
@@ -81,7 +101,7 @@ def _parse(result: Any, policy_revision: str | None) -> PolicyDecision:
     else:
         reasons = ()
     approval = result.get("approval")
-    fields: dict[str, Any] = {}
+    fields: dict[str, Any] = {"matched_rules": _matched_rules(result.get("matched_rules", []))}
     if approval is not None:
         if not isinstance(approval, dict):
             raise InvalidPolicyResult("approval is not an object")

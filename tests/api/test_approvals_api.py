@@ -66,7 +66,7 @@ def test_process_payment_flow_end_to_end(client):
     assert listed.status_code == 200, listed.get_json()
     [item] = listed.get_json()["approvals"]
     assert item["approval_id"] == approval_id and item["state"] == "pending"
-    assert item["requester"] == "u-admin" and item["tool"] == {"name": "processPayment", "version": "1", "namespace": None}
+    assert item["requester"] == "u-admin" and item["tool"] == {"name": "processPayment", "version": "1"}
     assert item["tool_call_id"] == body["tool_call_id"] and item["input"] == body["input"]
     assert item["request_reason"] == PAYMENT_REASON and item["approver_roles"] == ["approver"]
     assert item["decision_id"] == first["decision_id"]
