@@ -343,6 +343,7 @@ class ApprovalView(BaseModel):
     input_fingerprint: str
     request_reason: str
     reasons: list[str] = Field(default_factory=list)
+    matched_rules: list[MatchedRule] = Field(default_factory=list)
     policy_revision: str | None = None
     approver_roles: list[str]
     quorum: int = 1

@@ -19,7 +19,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from app.models import ApprovalAnswerView, ApprovalView, GrantScopeBody, InputChange, ScopedGrantView, ToolRef, VoteView
+from app.models import (
+    ApprovalAnswerView,
+    ApprovalView,
+    GrantScopeBody,
+    InputChange,
+    MatchedRule,
+    ScopedGrantView,
+    ToolRef,
+    VoteView,
+)
 from app.timefmt import rfc3339_ms
 from app.vocabulary import GrantScope
 
@@ -121,6 +130,7 @@ class ApprovalRequest(BaseModel):
     conversation_id: str | None = None
     request_reason: str
     reasons: tuple[str, ...] = ()
+    matched_rules: tuple[MatchedRule, ...] = ()
     policy_revision: str | None = None
     approver_roles: tuple[str, ...]
     quorum: int = 1
@@ -235,6 +245,7 @@ class Approval:
             input_fingerprint=req.input_fingerprint,
             request_reason=req.request_reason,
             reasons=list(req.reasons),
+            matched_rules=list(req.matched_rules),
             policy_revision=req.policy_revision,
             approver_roles=list(req.approver_roles),
             quorum=req.quorum,

@@ -204,6 +204,7 @@ class ApprovalService:
             conversation_id=opened.conversation_id,
             request_reason=decision.approval_reason or "; ".join(decision.reasons) or "this call needs approval",
             reasons=tuple(sorted(set(decision.reasons))),
+            matched_rules=tuple(r for r in decision.matched_rules if r.effect == "approval"),
             policy_revision=opened.policy_revision,
             approver_roles=tuple(decision.approver_roles or self._default_roles),
             quorum=decision.approval_quorum or 1,

@@ -421,6 +421,8 @@ def test_the_shipped_payments_policy_needs_two_approvers_above_its_quorum_amount
     asked = client.post("/v1/decide", json=body, headers={**auth(*ADMIN), "Idempotency-Key": uuid.uuid4().hex}).get_json()
     approval_id = asked["approval"]["approval_id"]
     assert "payment over 10000 needs two approvers" in asked["reasons"]
+    listed = client.get("/v1/approvals", headers=auth(*APPROVER)).get_json()["approvals"][0]
+    assert {r["id"] for r in listed["matched_rules"]} == {"payments.amount_over_threshold", "payments.amount_over_quorum_threshold"}
     first = client.post(f"/v1/approvals/{approval_id}", json={"approved": True}, headers=auth(*APPROVER)).get_json()
     assert first["approval"]["quorum"] == 2 and first["approval"]["state"] == "pending" and first["grant"] is None
     second = client.post(f"/v1/approvals/{approval_id}", json={"approved": True}, headers=auth(*APPROVER_2)).get_json()

@@ -59,6 +59,7 @@ def test_approve_with_an_edit_in_the_console_and_the_retried_call_runs_it(gatewa
     assert card.locator("h2").inner_text().startswith("processPayment")
     assert card.locator(".requester").inner_text() == "svc-payments"
     assert "payment over 1000 needs approval" in card.locator(".reasons").inner_text()
+    assert card.locator(".rules").inner_text().strip() == "-"  # the test policy reports no rule ids
     assert page.locator("article.approval").nth(0).get_attribute("id") == approval_id  # oldest first
     assert page.locator(f"article#{other}").is_visible()
     screenshot(page, "console-inbox", docs=True)
