@@ -47,3 +47,15 @@ test_unregistered_tool_denied_otherwise if {
 test_namespace_must_match_the_family if {
 	capability.decision == "deny" with input as question(["support_agent"], object.union(tool("createTicket"), {"namespace": "other"}))
 }
+
+test_unregistered_tool_denied_otherwise_says_why if {
+	answer := capability with input as question(["support_agent"], object.union(tool("anything"), {"registered": false}))
+	answer.reasons == ["no policy rule allows this tool"]
+}
+
+test_allowed_and_approval_answers_say_why if {
+	allowed := capability with input as question(["support_agent"], tool("createTicket"))
+	allowed.reasons == ["the subject's roles grant this tool"]
+	asked := capability with input as question(["developer"], object.union(tool("anything"), {"registered": false}))
+	asked.reasons == ["unregistered tool needs human approval"]
+}
