@@ -6,10 +6,10 @@ What it does and why:
   ``TOOLGATE_MAX_BODY_BYTES``) within ``TOOLGATE_PROXY_CLIENT_TIMEOUT_S`` per read of headers
   and body, before one upstream connection is used: hundreds of slow or idle clients cost nginx
   a few kilobytes each and gunicorn nothing.
-- A body over the limit, a malformed request, a header block too large, or an upstream that
-  does not answer get the gateway's structured error body (DESIGN §7) with a request id, never
-  nginx's HTML page; an unreachable upstream is ``503 DEPENDENCY_UNAVAILABLE`` (retryable, with
-  ``Retry-After``).
+- A body over the limit, a malformed request (an unknown ``Transfer-Encoding`` too: nginx's
+  501 becomes this 400), a header block too large, or an upstream that does not answer get
+  the gateway's structured error body (DESIGN §7) with a request id, never nginx's HTML page;
+  an unreachable upstream is ``503 DEPENDENCY_UNAVAILABLE`` (retryable, with ``Retry-After``).
 - nginx never retries a request on the upstream (``proxy_next_upstream off``): a decide call
   may reserve an idempotency key, and only the caller decides to retry.
 - Access logs are off (the gateway logs every request with its id); ``X-Forwarded-For`` and
@@ -125,7 +125,7 @@ http {{
     server {{
         listen {settings.proxy_listen} backlog=4096;
 
-        error_page 400 = @bad_request;
+        error_page 400 501 = @bad_request;
         error_page 413 = @too_large;
         error_page 414 431 494 = @headers_too_large;
         error_page 502 503 504 = @unavailable;
