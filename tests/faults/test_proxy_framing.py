@@ -1,8 +1,9 @@
 """Hostile request framing against the shipped nginx proxy in front of a real gunicorn: two
 ``Content-Length`` headers, ``Content-Length`` with ``Transfer-Encoding``, an obsolete line
-folding of ``Transfer-Encoding``, an unknown transfer coding. Each gets one structured 400
-(DESIGN §7) and nothing behind it reaches the gateway (a smuggled second request is never
-answered)."""
+folding of ``Transfer-Encoding``, an unknown transfer coding, ``%00`` in the path. Each gets one
+structured 400 (DESIGN §7) and nothing behind it reaches the gateway (a smuggled second request
+is never answered). A request URI too long for gunicorn's request line gets the structured 431,
+and the proxy's own error locations cannot be requested."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from app.auth.dev_tokens import mint_dev_token
+from app.proxy.config import ERROR_PREFIX, MAX_REQUEST_URI
 from app.settings import Settings
 from tests.support.gateway import GatewayProcess
 from tests.support.proxy import ProxyProcess
@@ -38,13 +40,13 @@ def _chunked(body: bytes) -> bytes:
     return f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n"
 
 
-def _exchange(port: int, framing: bytes, body: bytes) -> bytes:
-    """Send one POST /v1/decide with the header lines ``framing`` and ``body``; return every
-    byte the proxy sends back until it closes the connection."""
+def _exchange(port: int, framing: bytes, body: bytes, target: bytes = b"/v1/decide") -> bytes:
+    """Send one POST ``target`` (``Connection: close``) with the header lines ``framing`` and
+    ``body``; return every byte the proxy sends back until it closes the connection."""
     token = mint_dev_token(Settings(), sub="u-1", tenant="acme", roles=["support_agent"], ttl_s=600)
     head = (
-        b"POST /v1/decide HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-        b"Authorization: Bearer " + token.encode() + b"\r\n" + framing + b"\r\n"
+        b"POST " + target + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Authorization: Bearer " + token.encode() + b"\r\nConnection: close\r\n" + framing + b"\r\n"
     )
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(head + body)
@@ -66,22 +68,58 @@ HOSTILE = {
 }
 
 
+def _structured_error(received: bytes, status: int) -> dict[str, object]:
+    """The one response in ``received``: its status is ``status`` and its body the gateway's
+    error shape; returns the ``error`` member."""
+    head, _, payload = received.partition(b"\r\n\r\n")
+    assert head.startswith(f"HTTP/1.1 {status} ".encode()), head
+    assert received.count(b"HTTP/1.1 ") == 1, "a smuggled request was answered"
+    assert b"content-type: application/json" in head.lower()
+    body = json.loads(payload)
+    assert body["ok"] is False
+    assert len(body["request_id"]) == 32
+    error: dict[str, object] = body["error"]
+    return error
+
+
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_hostile_framing_gets_one_structured_400(proxy: ProxyProcess, name: str) -> None:
     framing, body = HOSTILE[name]
-    received = _exchange(proxy.port, framing, body)
+    error = _structured_error(_exchange(proxy.port, framing, body), 400)
+    assert error == {"code": "VALIDATION_ERROR", "message": "request is not valid", "retryable": False}
+
+
+def test_a_nul_in_the_path_gets_the_structured_400(proxy: ProxyProcess) -> None:
+    received = _exchange(proxy.port, b"Content-Length: " + LENGTH + b"\r\n", BODY, target=b"/v1/executions/a%00b/complete")
+    error = _structured_error(received, 400)
+    assert error == {"code": "VALIDATION_ERROR", "message": "request is not valid", "retryable": False}
+
+
+def test_a_uri_too_long_for_gunicorn_gets_the_structured_431(proxy: ProxyProcess) -> None:
+    target = b"/v1/decisions?subject=" + b"a" * (MAX_REQUEST_URI - 21)
+    assert len(target) == MAX_REQUEST_URI + 1
+    received = _exchange(proxy.port, b"Content-Length: " + LENGTH + b"\r\n", BODY, target=target)
+    error = _structured_error(received, 431)
+    assert error == {"code": "VALIDATION_ERROR", "message": "request headers are too large", "retryable": False}
+
+
+def test_the_longest_uri_the_proxy_passes_reaches_the_gateway(proxy: ProxyProcess) -> None:
+    target = b"/v1/decide?" + b"a" * (MAX_REQUEST_URI - 11)
+    assert len(target) == MAX_REQUEST_URI
+    received = _exchange(proxy.port, b"Content-Length: " + LENGTH + b"\r\n", BODY, target=target)
     head, _, payload = received.partition(b"\r\n\r\n")
-    assert head.startswith(b"HTTP/1.1 400 "), head
-    assert received.count(b"HTTP/1.1 ") == 1, "a smuggled request was answered"
-    assert b"content-type: application/json" in head.lower()
-    error = json.loads(payload)
-    assert error["ok"] is False
-    assert error["error"] == {"code": "VALIDATION_ERROR", "message": "request is not valid", "retryable": False}
-    assert len(error["request_id"]) == 32
+    assert head.startswith(b"HTTP/1.1 200 "), head
+    assert json.loads(payload)["decision"] == "allow"
+
+
+def test_the_proxy_error_locations_cannot_be_requested(proxy: ProxyProcess) -> None:
+    received = _exchange(proxy.port, b"Content-Length: " + LENGTH + b"\r\n", BODY, target=ERROR_PREFIX.encode() + b"unavailable")
+    error = _structured_error(received, 404)
+    assert error == {"code": "NOT_FOUND", "message": "no such endpoint", "retryable": False}
 
 
 def test_a_well_framed_chunked_call_is_decided(proxy: ProxyProcess) -> None:
-    received = _exchange(proxy.port, b"Transfer-Encoding: chunked\r\nConnection: close\r\n", _chunked(BODY))
+    received = _exchange(proxy.port, b"Transfer-Encoding: chunked\r\n", _chunked(BODY))
     head, _, payload = received.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200 "), head
     assert json.loads(payload)["decision"] == "allow"
