@@ -7,8 +7,9 @@ What it does and why:
   and body, before one upstream connection is used: hundreds of slow or idle clients cost nginx
   a few kilobytes each and gunicorn nothing.
 - A body over the limit, a malformed request (an unknown ``Transfer-Encoding`` too: nginx's
-  501 becomes this 400), a header block too large, or an upstream that does not answer get
-  the gateway's structured error body (DESIGN §7) with a request id, never nginx's HTML page;
+  501 becomes this 400), a method nginx refuses itself (``TRACE``), a header block too large,
+  or an upstream that does not answer get the gateway's structured error body (DESIGN §7) with
+  a request id, never nginx's HTML page;
   an unreachable upstream is ``503 DEPENDENCY_UNAVAILABLE`` (retryable, with ``Retry-After``).
   The error bodies are internal locations reached by URI, not named ones: nginx cannot redirect
   a request whose request line it could not parse (``%00`` in the path) to a named location and
@@ -34,6 +35,7 @@ _ERRORS = {
     "headers_too_large": (431, "VALIDATION_ERROR", "request headers are too large", False),
     "unavailable": (503, "DEPENDENCY_UNAVAILABLE", "a dependency is unavailable; retry later", True),
     "not_found": (404, "NOT_FOUND", "no such endpoint", False),
+    "method_not_allowed": (405, "VALIDATION_ERROR", "method not allowed for this endpoint", False),
 }
 ERROR_PREFIX = "/.toolgate-proxy-error/"
 MAX_REQUEST_URI = 4000  # bytes; gunicorn's limit_request_line (4094) covers method, URI and version
@@ -135,6 +137,7 @@ http {{
 
         error_page 400 501 = {ERROR_PREFIX}bad_request;
         error_page 404 = {ERROR_PREFIX}not_found;
+        error_page 405 = {ERROR_PREFIX}method_not_allowed;
         error_page 413 = {ERROR_PREFIX}too_large;
         error_page 414 431 494 = {ERROR_PREFIX}headers_too_large;
         error_page 502 503 504 = {ERROR_PREFIX}unavailable;

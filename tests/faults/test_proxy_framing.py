@@ -3,7 +3,7 @@
 folding of ``Transfer-Encoding``, an unknown transfer coding, ``%00`` in the path. Each gets one
 structured 400 (DESIGN §7) and nothing behind it reaches the gateway (a smuggled second request
 is never answered). A request URI too long for gunicorn's request line gets the structured 431,
-and the proxy's own error locations cannot be requested."""
+``TRACE`` the structured 405, and the proxy's own error locations cannot be requested."""
 
 from __future__ import annotations
 
@@ -123,3 +123,13 @@ def test_a_well_framed_chunked_call_is_decided(proxy: ProxyProcess) -> None:
     head, _, payload = received.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200 "), head
     assert json.loads(payload)["decision"] == "allow"
+
+
+def test_a_method_nginx_refuses_gets_the_structured_405(proxy: ProxyProcess) -> None:
+    with socket.create_connection(("127.0.0.1", proxy.port), timeout=10) as sock:
+        sock.sendall(b"TRACE /v1/decide HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        received = b""
+        while chunk := sock.recv(65536):
+            received += chunk
+    error = _structured_error(received, 405)
+    assert error == {"code": "VALIDATION_ERROR", "message": "method not allowed for this endpoint", "retryable": False}
