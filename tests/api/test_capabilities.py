@@ -36,6 +36,11 @@ def test_the_shipped_policies_list_the_granted_and_governed_tools(make_app) -> N
     nobody = client.get("/v1/capabilities", headers=auth("u-3", roles=["approver"]))
     assert support.status_code == 200 and names(support) == ["createTicket", "exportReport", "readFile"]
     assert names(auditor) == ["exportReport"] and names(nobody) == []
+    # files.delete_not_enabled is `unavailable`: it depends on the tenant only, never on a path
+    acme_admin = client.get("/v1/capabilities", headers=auth("u-4", roles=["admin"]))
+    globex_admin = client.get("/v1/capabilities", headers=auth("u-5", tenant="globex", roles=["admin"]))
+    assert "deleteFile" in names(acme_admin)
+    assert names(globex_admin) == [n for n in names(acme_admin) if n != "deleteFile"]
 
 
 def test_a_policy_without_a_capability_document_lists_nothing(make_app, tmp_path) -> None:

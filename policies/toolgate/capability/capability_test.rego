@@ -59,3 +59,11 @@ test_allowed_and_approval_answers_say_why if {
 	asked := capability with input as question(["developer"], object.union(tool("anything"), {"registered": false}))
 	asked.reasons == ["unregistered tool needs human approval"]
 }
+
+test_a_family_can_make_a_tool_unavailable_whatever_the_input if {
+	no_feature := object.union(subject(["admin"]), {"tenant": "globex"})
+	answer := capability with input as {"subject": no_feature, "tool": tool("deleteFile")}
+	answer.decision == "deny"
+	answer.reasons == ["deleting files is not enabled for tenant globex"]
+	capability.decision == "allow" with input as question(["admin"], tool("deleteFile"))
+}
