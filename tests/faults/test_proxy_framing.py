@@ -18,6 +18,7 @@ from app.proxy.config import ERROR_PREFIX, MAX_REQUEST_URI
 from app.settings import Settings
 from tests.support.gateway import GatewayProcess
 from tests.support.proxy import ProxyProcess
+from tests.support.servers import free_port
 
 BODY = json.dumps({"tool": "readFile", "version": "1", "input": {"path": "/srv/reports/q1.csv"}}).encode()
 SMUGGLED = b"GET /v1/decisions HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -133,3 +134,19 @@ def test_a_method_nginx_refuses_gets_the_structured_405(proxy: ProxyProcess) -> 
             received += chunk
     error = _structured_error(received, 405)
     assert error == {"code": "VALIDATION_ERROR", "message": "method not allowed for this endpoint", "retryable": False}
+
+
+def test_an_upstream_that_does_not_answer_is_the_structured_503(tmp_path) -> None:
+    """The error locations are reached by URI (the request becomes a GET on the way): a POST
+    to a proxy whose gunicorn is not running still gets the retryable 503 with Retry-After."""
+    dead = ProxyProcess(f"127.0.0.1:{free_port()}", tmp_path / "nginx").start()
+    try:
+        received = _exchange(dead.port, b"Content-Length: " + LENGTH + b"\r\n", BODY)
+    finally:
+        dead.stop()
+    assert b"\r\nretry-after: 1\r\n" in received.partition(b"\r\n\r\n")[0].lower() + b"\r\n"
+    error = _structured_error(received, 503)
+    assert error == {
+        "code": "DEPENDENCY_UNAVAILABLE", "message": "a dependency is unavailable; retry later",
+        "retryable": True, "retry_after_seconds": 1,
+    }
