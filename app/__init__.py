@@ -36,6 +36,7 @@ def build_deps(
     from app.engine import build_engine
     from app.idempotency.store import IdempotencyStore
     from app.redis_client import build_redis
+    from app.session.store import SessionStore
 
     redis = build_redis(settings)  # the one Redis client of this process; share it
     decision_store = open_from_settings(settings)  # creates or migrates the schema if reachable
@@ -47,6 +48,7 @@ def build_deps(
         redis=redis,
         idempotency=IdempotencyStore.from_settings(redis, settings),
         approvals=ApprovalService.from_settings(redis, settings),
+        sessions=SessionStore(redis, settings),
         decision_log=decision_store,
         decision_reader=decision_store,
         recorder=Recorder(decision_store, key_hash_secret=settings.audit_key_hash_secret.get_secret_value()),

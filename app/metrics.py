@@ -25,6 +25,8 @@ Metrics (all counters end in ``_total``):
   (approved, rejected), ``toolgate_grants_rejected_total{reason}``.
 - ``toolgate_jwks_fetches_total{outcome}`` (ok, error).
 - ``toolgate_decision_log_failures_total``: decision records that could not be written.
+- ``toolgate_session_limits_total{outcome}`` (reserved, refused, given_back): limit shares;
+  ``toolgate_rate_limited_total{scope}`` (tenant, subject): calls refused with 429.
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, H
 from prometheus_client import REGISTRY as DEFAULT_REGISTRY
 
 #: The phases of ``toolgate_phase_seconds`` (label ``phase``), in pipeline order.
-PHASES = ("auth", "validate", "idempotency", "grant", "policy", "approval", "reserve", "log", "total")
+PHASES = (
+    "auth", "validate", "idempotency", "grant", "session", "policy", "limits", "approval", "reserve", "note", "log", "total",
+)
 
 DECISIONS = Counter(
     "toolgate_decisions_total", "Decisions returned by /v1/decide.", ["tool", "version", "decision"]
@@ -76,6 +80,10 @@ JWKS_FETCHES = Counter("toolgate_jwks_fetches_total", "JWKS fetches by outcome: 
 DECISION_LOG_FAILURES = Counter(
     "toolgate_decision_log_failures_total", "Decision records that could not be written (the call failed with 503)."
 )
+SESSION_LIMITS = Counter(
+    "toolgate_session_limits_total", "Limit shares by outcome: reserved, refused (the call was denied), given_back.", ["outcome"]
+)
+RATE_LIMITED = Counter("toolgate_rate_limited_total", "Decide calls refused with 429 RATE_LIMITED, by the limit's scope.", ["scope"])
 
 
 def multiprocess_dir() -> str | None:

@@ -14,6 +14,7 @@ from app.decide.recorder import Recorder
 from app.engine.base import PolicyEngine
 from app.idempotency.store import IdempotencyStore
 from app.redis_client import RedisConnection
+from app.session.store import SessionStore
 from app.settings import Settings
 
 
@@ -30,6 +31,7 @@ class Deps:
     redis: RedisConnection
     idempotency: IdempotencyStore
     approvals: ApprovalService
+    sessions: SessionStore
     decision_log: DecisionLog
     decision_reader: DecisionLogReader
     recorder: Recorder

@@ -1,7 +1,8 @@
 """The decide pipeline (DESIGN §2): the ordered steps of ``POST /v1/decide``.
 
     decision id -> authenticate -> parse -> validate (contract) -> idempotency -> grant check
-    -> policy -> approval (use the grant | open a pending approval) -> reserve -> record
+    -> session snapshot -> policy -> limits (rate limits; reserve the limits of an allow)
+    -> approval (use the grant | open a pending approval) -> reserve -> session event -> record
 
 No Flask here: the web layer hands over the request facts (``DecideCall`` inside a
 ``Progress``) and renders the ``DecideResponse`` that comes back. Every step may end the call
@@ -16,14 +17,15 @@ from typing import Any
 
 from app import metrics
 from app.approvals.presented import VerifiedApproval
-from app.decide import approval_outcome, policy_input, presented, reservations, validation
+from app.decide import approval_outcome, policy_input, presented, reservations, session_step, validation
 from app.decide.approval_outcome import ApprovalOutcome
 from app.decide.deps import Deps
 from app.decide.events import decide_event
 from app.decide.phases import Phases
 from app.decide.stages import Authenticated, Decided, Prepared, Presented, Progress, Refusal, advance
 from app.errors import ToolgateError
-from app.models import DecideResponse, PolicyDecision, ToolRef
+from app.models import DecideResponse, IdempotencyInfo, PolicyDecision, ToolRef
+from app.session.store import Share
 from app.vocabulary import AiSdkStatus
 
 log = logging.getLogger(__name__)
@@ -71,10 +73,18 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
     with phases.measure("grant"):
         presented_approval = presented.check(validated, reservation, deps.approvals)
     prepared = progress.reach(advance(validated, Prepared, reservation=reservation, presented=presented_approval))
-    outcome = _decision(deps, prepared, phases)
+    outcome, admitted = _decision(deps, prepared, phases)
     with phases.measure("reserve"):
         allowed = outcome.decision.decision == "allow"
-        idempotency = deps.idempotency.settle(reservation) if reservation is not None and allowed else None
+        try:
+            idempotency = deps.idempotency.settle(reservation) if reservation is not None and allowed else None
+        except ToolgateError:
+            session_step.give_back(prepared, admitted, deps.sessions)
+            raise
+    shares = None
+    if not dry_run:
+        with phases.measure("note"):
+            shares = _note(deps, prepared, outcome, admitted, idempotency)
     decision = outcome.decision
     # Unregistered tools: name and version are caller input, so one fixed label value for both.
     tool = prepared.tool
@@ -99,26 +109,47 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
         ai_sdk_status=ai_sdk_status(decision, outcome.presented),
     )
     return progress.reach(
-        advance(prepared, Decided, decision=decision, approval=outcome.approval, idempotency=idempotency, response=response)
+        advance(
+            prepared, Decided, decision=decision, approval=outcome.approval, idempotency=idempotency, response=response,
+            noted=shares is not None, shares=shares or (),
+        )
     )
 
 
-def _decision(deps: Deps, stage: Prepared, phases: Phases) -> ApprovalOutcome:
-    """The policy's decision and its approval step; a refused presented approval is a deny
-    without asking the policy."""
+def _decision(deps: Deps, stage: Prepared, phases: Phases) -> tuple[ApprovalOutcome, session_step.Admitted]:
+    """The policy's decision after admission (rate limits, limits) and its approval step; a
+    refused presented approval is a deny without asking the policy (its rate limits count)."""
     if isinstance(stage.presented, Refusal):
         deny = PolicyDecision(decision="deny", reasons=(stage.presented.reason,))
-        return ApprovalOutcome(deny, stage.presented, None)
+        with phases.measure("limits"):
+            admitted = session_step.admit(stage, deny, deps.sessions)
+        return ApprovalOutcome(deny, stage.presented, None), admitted
+    with phases.measure("session"):
+        session = session_step.snapshot(stage, deps.sessions)
     with phases.measure("policy"):
         verified = stage.presented if isinstance(stage.presented, VerifiedApproval) else None
-        document = policy_input.build(
-            stage, history=policy_input.trusted_history(stage, deps.decision_reader), approval=verified
-        )
+        document = policy_input.build(stage, session=session, approval=verified)
         decision = deps.engine.evaluate(document, traceparent=stage.call.traceparent)
+    with phases.measure("limits"):
+        admitted = session_step.admit(stage, decision, deps.sessions)
     if stage.request.dry_run:
-        return ApprovalOutcome(decision, stage.presented, None)
+        return ApprovalOutcome(admitted.decision, stage.presented, None), admitted
     with phases.measure("approval"):
-        return approval_outcome.settle(stage, decision, deps.approvals)
+        return approval_outcome.settle(stage, admitted.decision, deps.approvals), admitted
+
+
+def _note(
+    deps: Deps, stage: Prepared, outcome: ApprovalOutcome, admitted: session_step.Admitted,
+    idempotency: IdempotencyInfo | None,
+) -> tuple[Share, ...]:
+    """The call's session event; when it cannot be written the call fails (503) and gives
+    back its key and shares first."""
+    try:
+        return session_step.note(stage, outcome, admitted, idempotency, deps.sessions)
+    except ToolgateError:
+        session_step.give_back(stage, admitted, deps.sessions)
+        _release_key(deps, stage, idempotency)
+        raise
 
 
 def ai_sdk_status(decision: PolicyDecision, presented_approval: Presented) -> AiSdkStatus:
@@ -130,18 +161,26 @@ def ai_sdk_status(decision: PolicyDecision, presented_approval: Presented) -> Ai
 
 
 def _release_unrecorded(deps: Deps, decided: Decided) -> None:
-    """Give back the key a call reserved when its decision could not be recorded, so that the
-    caller's retry is not blocked by a call that never got its allow."""
-    reserved = decided.idempotency
-    if reserved is None or reserved.state != "reserved" or decided.reservation is None:
+    """Give back what a call took when its decision could not be recorded (its key, its
+    session event and limit shares), so that the caller's retry is not blocked or counted by
+    a call that never got its answer."""
+    _release_key(deps, decided, decided.idempotency)
+    if decided.noted:
+        session_step.forget(decided, decided.shares, deps.sessions)
+
+
+def _release_key(deps: Deps, stage: Prepared, reserved: IdempotencyInfo | None) -> None:
+    """Release the key ``stage``'s call reserved (best effort: the call fails with 503 anyway,
+    and an unreleased lease expires)."""
+    if reserved is None or reserved.state != "reserved" or stage.reservation is None:
         return
     try:
         deps.idempotency.fail(
-            decided.reservation.scope, decided.subject.id, retryable=True, reason="decision not recorded",
+            stage.reservation.scope, stage.subject.id, retryable=True, reason="decision not recorded",
             token=reserved.reservation_token,
         )
-    except ToolgateError as exc:  # the call fails with 503 anyway; the lease will expire
+    except ToolgateError as exc:
         log.warning(
-            "could not release the key of an unrecorded decision",
-            extra={"event": "unrecorded_release_failed", "decision_id": decided.call.decision_id, "code": exc.code},
+            "could not release the key of an unanswered decision",
+            extra={"event": "unrecorded_release_failed", "decision_id": stage.call.decision_id, "code": exc.code},
         )

@@ -1,5 +1,6 @@
 """A tool service's execution report (DESIGN §4), recorded like a decide call: the key is
-stored only as its keyed hash; refused reports are recorded too."""
+stored only as its keyed hash; refused reports are recorded too. The report also settles the
+call's session (docs/session.md): complete keeps its limit shares spent, fail gives them back."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Callable
 
 from app import metrics
 from app.bodies import parse_body
+from app.decide import session_step
 from app.decide.deps import Deps
 from app.decide.events import RequestFacts, report_event
 from app.idempotency.executions import report_complete, report_failure
@@ -24,9 +26,10 @@ def complete(deps: Deps, request: RequestFacts, subject: Subject, key: str, body
 
     def act() -> Report:
         report = parse_body(CompleteReport, body, _SCHEMA_MESSAGE)
-        outcome = report_complete(deps.idempotency, deps.contracts, subject, key, report)
-        reasons.append(f"execution {outcome.state}")
-        return outcome
+        reported = report_complete(deps.idempotency, deps.contracts, subject, key, report)
+        reasons.append(f"execution {reported.report.state}")
+        session_step.settle(subject, reported, deps.sessions)
+        return reported.report
 
     return _recorded("execution_complete", deps, request, subject, key, reasons, act)
 
@@ -39,9 +42,10 @@ def fail(deps: Deps, request: RequestFacts, subject: Subject, key: str, body: by
     def act() -> Report:
         report = parse_body(FailReport, body, _SCHEMA_MESSAGE)
         reasons.append(report.reason)
-        outcome = report_failure(deps.idempotency, subject, key, report)
-        reasons.append(f"execution {outcome.state}")
-        return outcome
+        reported = report_failure(deps.idempotency, deps.contracts, subject, key, report)
+        reasons.append(f"execution {reported.report.state}")
+        session_step.settle(subject, reported, deps.sessions)
+        return reported.report
 
     return _recorded("execution_fail", deps, request, subject, key, reasons, act)
 

@@ -34,4 +34,5 @@ def check(stage: Validated, store: IdempotencyStore) -> PendingCall | None:
         lease_s=(meta.lease_s if meta and meta.lease_s else store.lease_s),
         retry_safe=retry_safe,
         stored=store.inspect(scope, fp, retry_safe=retry_safe),
+        decision_id=stage.call.decision_id,
     )

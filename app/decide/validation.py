@@ -62,7 +62,7 @@ def validate(stage: Parsed, settings: ContractSettings) -> Validated:
     else:
         normalized = contract.validate_input(request.input)
         meta = contract.meta
-        tool = ToolFacts(meta.name, meta.version, True, meta.mutating, meta.risk)
+        tool = ToolFacts(meta.name, meta.version, True, meta.mutating, meta.risk, meta.output_labels)
     try:
         input_fingerprint: str | None = fingerprint(stage.subject.tenant, stage.subject.id, tool.name, tool.version, normalized)
     except ValidationFailed:

@@ -1,7 +1,8 @@
 """The policy engine interface and the strict normalization of whatever an engine returns.
 
 Normalization (DESIGN §3): only an object whose ``decision`` is exactly ``allow``, ``deny`` or
-``user-approval`` counts. Anything else (a bare ``true``, ``"false"``, ``"yes"``, ``1``, ``{}``,
+``user-approval`` counts; its ``limits`` and ``rate_limits`` (docs/session.md), when present,
+must be well formed too. Anything else (a bare ``true``, ``"false"``, ``"yes"``, ``1``, ``{}``,
 a list, an unknown word, reasons that are not a list of strings, no result at all) becomes a
 ``deny`` with the stable reason ``"no policy decision"``; the detail goes to the log and the
 ``toolgate_policy_invalid_results_total`` metric.
@@ -10,9 +11,11 @@ a list, an unknown word, reasons that are not a list of strings, no result at al
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-from app.models import PolicyDecision
+from pydantic import ValidationError
+
+from app.models import LimitSpec, PolicyDecision, RateLimitSpec
 
 log = logging.getLogger(__name__)
 
@@ -20,6 +23,8 @@ NO_POLICY_DECISION = "no policy decision"
 _WORDS = ("allow", "deny", "user-approval")
 _MAX_REASONS = 32
 _MAX_REASON_CHARS = 500
+_MAX_LIMITS = 16
+Spec = TypeVar("Spec", LimitSpec, RateLimitSpec)
 
 
 class PolicyEngine(Protocol):
@@ -83,7 +88,24 @@ def _parse(result: Any) -> PolicyDecision:
             if isinstance(ttl, bool) or not isinstance(ttl, int) or not 0 < ttl <= 7 * 86_400:
                 raise InvalidPolicyResult("approval.ttl_s is not a positive integer of at most 7 days")
             fields["approval_ttl_s"] = ttl
+    fields["limits"] = _specs(result, "limits", LimitSpec)
+    fields["rate_limits"] = _specs(result, "rate_limits", RateLimitSpec)
     return PolicyDecision(decision=word, reasons=reasons, **fields)
+
+
+def _specs(result: dict[str, Any], member: str, model: type[Spec]) -> tuple[Spec, ...]:
+    """The ``limits`` / ``rate_limits`` of a result (absent: none); a malformed one makes the
+    whole result invalid, so a limit the policy meant can never be dropped silently."""
+    items = result.get(member, [])
+    if not isinstance(items, list) or len(items) > _MAX_LIMITS:
+        raise InvalidPolicyResult(f"{member} is not a list of at most {_MAX_LIMITS} objects")
+    try:
+        specs = tuple(model.model_validate(item) for item in items)
+    except ValidationError as exc:
+        raise InvalidPolicyResult(f"{member}: {exc.errors()[0]['msg']}") from None
+    if len({spec.id for spec in specs}) != len(specs):
+        raise InvalidPolicyResult(f"{member} names one id twice")
+    return specs
 
 
 def normalize(result: Any, *, defined: bool = True, engine_decision_id: str | None = None) -> PolicyDecision:

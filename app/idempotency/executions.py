@@ -1,12 +1,17 @@
 """Execution reports (DESIGN §4): the tool service tells the gateway how a reserved call ended.
 
 ``report_complete`` validates the result against the contract of the reserved tool and stores
-it; ``report_failure`` releases the key or stores the failure. Both act only on a record the
+it; ``report_failure`` releases the key or stores the failure. Both return what the session
+needs to settle the call's limit shares (docs/session.md). Both act only on a record the
 same tenant and subject reserved, compare-and-set on the owner token when one is given.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
+from app.contracts.contract import ToolContract
 from app.contracts.registry import ContractRegistry
 from app.errors import NotFound, ValidationFailed
 from app.idempotency.keys import Scope, validate_key
@@ -23,9 +28,21 @@ def _scope(subject: Subject, key: str) -> Scope:
         raise NotFound("no execution with this key") from None
 
 
+@dataclass(frozen=True)
+class Reported:
+    """A stored report and what the session learns from it: the decision id of the call that
+    claimed the key (None: unknown), the reserved tool's contract (None: unregistered) and, for
+    a completion, the validated result."""
+
+    report: Report
+    decision_id: str | None
+    contract: ToolContract | None
+    result: Any = None
+
+
 def report_complete(
     store: IdempotencyStore, contracts: ContractRegistry, subject: Subject, key: str, report: CompleteReport
-) -> Report:
+) -> Reported:
     """Store ``report.result`` for the call ``subject`` reserved under ``key``.
 
     Raises ``ValidationFailed`` (422: the result does not match the contract's output
@@ -34,13 +51,16 @@ def report_complete(
     ``DependencyUnavailable`` (503).
     """
     scope = _scope(subject, key)
-    tool, version = store.reserved_tool(scope, subject.id)
+    tool, version, decision_id = store.reserved_call(scope, subject.id)
     contract = contracts.get(tool, version)
     result = contract.validate_output(report.result) if contract else report.result
-    return store.complete(scope, subject.id, result, token=report.reservation_token)
+    stored = store.complete(scope, subject.id, result, token=report.reservation_token)
+    return Reported(stored, decision_id, contract, result)
 
 
-def report_failure(store: IdempotencyStore, subject: Subject, key: str, report: FailReport) -> Report:
+def report_failure(
+    store: IdempotencyStore, contracts: ContractRegistry, subject: Subject, key: str, report: FailReport
+) -> Reported:
     """Record that the call ``subject`` reserved under ``key`` failed: ``report.retryable``
     releases the key, otherwise the failure and ``report.reason`` are replayed to retries.
 
@@ -48,6 +68,8 @@ def report_failure(store: IdempotencyStore, subject: Subject, key: str, report: 
     ``report_complete``.
     """
     scope = _scope(subject, key)
-    return store.fail(
+    tool, version, decision_id = store.reserved_call(scope, subject.id)
+    stored = store.fail(
         scope, subject.id, retryable=report.retryable, reason=report.reason, token=report.reservation_token
     )
+    return Reported(stored, decision_id, contracts.get(tool, version))

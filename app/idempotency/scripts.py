@@ -29,13 +29,14 @@ end
 INSPECT = LuaScript(_CLASSIFY + "return classify(KEYS[1], KEYS[2], ARGV[1], ARGV[2])")
 
 # KEYS: record, lease. ARGV: fingerprint, retry_safe, token, lease_ms, retention_ms, now_ms,
-# subject, tool, version. A free or re-claimable record becomes 'processing' for ``token``.
+# subject, tool, version, decision id. A free or re-claimable record becomes 'processing' for
+# ``token``.
 CLAIM = LuaScript(_CLASSIFY + """
 local c = classify(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
 if c[1] ~= 'fresh' and c[1] ~= 'reclaimable' then return c end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'state', 'processing', 'fp', ARGV[1], 'token', ARGV[3], 'subject', ARGV[7],
-  'tool', ARGV[8], 'version', ARGV[9], 'reserved_at_ms', ARGV[6])
+  'tool', ARGV[8], 'version', ARGV[9], 'decision_id', ARGV[10], 'reserved_at_ms', ARGV[6])
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[4]) + tonumber(ARGV[5]))
 redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
 return {'reserved'}

@@ -10,10 +10,11 @@
 Redis layout: one hash tag per (tenant, key) (``app.idempotency.keys.Scope``), so both keys of a
 record sit in one Redis Cluster slot and every script stays single-slot.
 
-    toolgate:idem:{<tag>}:record   hash: state, fp, token, subject, tool, version, result,
-                                   reason, *_ms times. TTL lease + retention while
-                                   processing (it outlives the lease to remember an unknown
-                                   outcome), then the retention.
+    toolgate:idem:{<tag>}:record   hash: state, fp, token, subject, tool, version,
+                                   decision_id (the claiming call), result, reason, *_ms
+                                   times. TTL lease + retention while processing (it
+                                   outlives the lease to remember an unknown outcome), then
+                                   the retention.
     toolgate:idem:{<tag>}:lease    the owner token; TTL = the lease. Gone = lease expired.
 """
 
@@ -66,6 +67,9 @@ class PendingCall:
     lease_s: int
     retry_safe: bool
     stored: Stored | None
+    #: The decide call that claims the key (kept on the record, so that its execution report
+    #: finds the call's session event).
+    decision_id: str = ""
 
 
 @dataclass(frozen=True)
@@ -164,7 +168,7 @@ class IdempotencyStore:
         lease_ms = call.lease_s * 1000
         args: list[str | int] = [
             call.fingerprint, "1" if call.retry_safe else "0", token, lease_ms, self.retention_s * 1000, now,
-            call.subject_id, call.tool, call.version,
+            call.subject_id, call.tool, call.version, call.decision_id,
         ]
         reply = self.redis.eval("idempotency claim", scripts.CLAIM, call.scope.redis_keys, args)
         if reply[0] == "reserved":
@@ -199,12 +203,19 @@ class IdempotencyStore:
         """``(tool, version)`` of the record ``subject_id`` holds at ``scope`` (to pick the
         output schema of a report). Raises ``NotFound`` (404) when there is none or another
         subject holds it."""
-        state, subject, tool, version = self.redis.run(
-            "idempotency owner", lambda c: c.hmget(scope.redis_keys[0], ["state", "subject", "tool", "version"])
+        return self.reserved_call(scope, subject_id)[:2]
+
+    def reserved_call(self, scope: Scope, subject_id: str) -> tuple[str, str, str | None]:
+        """``(tool, version, decision id of the claiming call)`` of the record ``subject_id``
+        holds at ``scope`` (the decision id is None for a record claimed without one).
+        Raises ``NotFound`` (404) like ``reserved_tool``."""
+        state, subject, tool, version, decision_id = self.redis.run(
+            "idempotency owner",
+            lambda c: c.hmget(scope.redis_keys[0], ["state", "subject", "tool", "version", "decision_id"]),
         )
         if state is None or subject != subject_id:
             raise NotFound("no execution with this key")
-        return tool, version
+        return tool, version, decision_id or None
 
     def complete(self, scope: Scope, subject_id: str, result: Any, *, token: str | None = None) -> Report:
         """Store ``result`` (JSON value) for the reservation, kept ``retention_s``.

@@ -4,7 +4,7 @@ Layers, highest first; a module may import from its own layer and the layers bel
 
     entry     app (create_app), app.wsgi, app.cli, app.replay, app.settings_doc, app.web.*, app.*.commands
     decide    app.decide.*                      the pipeline and the other recorded calls
-    adapters  auth, contracts, engine, policy, idempotency, approvals, audit, redis_client, tracing
+    adapters  auth, contracts, engine, policy, idempotency, approvals, audit, session, redis_client, tracing
     base      errors, settings, models, vocabulary, timefmt, jwa, bodies, fingerprint, metrics, logs
 
 Import cycles among app modules are refused whatever their layers (function-level imports
@@ -19,7 +19,7 @@ import grimp
 
 LAYERS = ("entry", "decide", "adapters", "base")
 _BASE = {"errors", "settings", "models", "vocabulary", "timefmt", "jwa", "bodies", "fingerprint", "metrics", "logs"}
-_ADAPTERS = {"auth", "contracts", "engine", "policy", "policy_testing", "idempotency", "approvals", "audit",
+_ADAPTERS = {"auth", "contracts", "engine", "policy", "policy_testing", "idempotency", "approvals", "audit", "session",
              "redis_client", "tracing"}
 
 

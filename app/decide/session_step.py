@@ -1,0 +1,155 @@
+"""The session steps of decide (docs/session.md): before the policy, the subject's snapshot
+(``input.session``, ``input.history``); after it, admission (rate limits; the limits of an
+allow, reserved atomically); at the end, the call's event. And after an execution report,
+its settlement: complete keeps the shares spent, fail gives them back; a lease that expires
+unreported keeps them spent.
+
+The session is keyed by the verified subject and tenant only, never by caller-supplied
+context; the conversation id only picks the conversation view and per-conversation limits (a
+call without one belongs to the subject's one "no conversation").
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from app.approvals.presented import VerifiedApproval
+from app.decide.approval_outcome import ApprovalOutcome
+from app.decide.stages import Prepared, Validated, conversation_id
+from app.errors import ToolgateError
+from app.idempotency.executions import Reported
+from app.models import IdempotencyInfo, LimitSpec, PolicyDecision, RateLimitSpec, Subject
+from app.session.events import Event, Outcome, encode_args
+from app.session.keys import SubjectKeys
+from app.session.limits import UnmeasurableCall, max_units, shown, units
+from app.session.store import SessionStore, Share
+from app.session.view import Snapshot, window_name
+
+log = logging.getLogger(__name__)
+
+
+def _keys(subject: Subject) -> SubjectKeys:
+    return SubjectKeys(subject.tenant, subject.id)
+
+
+def snapshot(stage: Validated, store: SessionStore) -> Snapshot:
+    """The subject's session as the policy sees it. Raises ``DependencyUnavailable`` (503)."""
+    return store.snapshot(_keys(stage.subject), conversation_id(stage.request))
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """The decision after admission (the policy's, or a deny when a limit refused the call)
+    and the limit shares it reserved."""
+
+    decision: PolicyDecision
+    shares: tuple[Share, ...] = ()
+
+
+def _deny(decision: PolicyDecision, reason: str) -> PolicyDecision:
+    return PolicyDecision(
+        decision="deny", reasons=(reason,), policy_revision=decision.policy_revision,
+        engine_decision_id=decision.engine_decision_id,
+    )
+
+
+def _refusal(spec: LimitSpec, used_units: int) -> str:
+    if spec.message:
+        return spec.message
+    return f"limit {spec.id} reached ({shown(used_units)} of {shown(max_units(spec))} used in {window_name(spec.window_s)})"
+
+
+def admit(stage: Prepared, decision: PolicyDecision, store: SessionStore) -> Admitted:
+    """Count the call against its rate limits (the settings default and the decision's) and,
+    for an allow that will run (not an idempotent replay), reserve the decision's limits.
+
+    A dry run counts nothing and reserves nothing: its limits are only checked. Returns the
+    ``Admitted`` decision: a deny naming the limit when one is full or the call's amount cannot
+    be measured. Raises ``RateLimited`` (429) and ``DependencyUnavailable`` (503).
+    """
+    dry_run = stage.request.dry_run
+    rates: tuple[RateLimitSpec, ...] = ()
+    if not dry_run:
+        rates = ((store.default_rate_limit,) if store.default_rate_limit else ()) + decision.rate_limits
+    replay = stage.reservation is not None and stage.reservation.stored is not None
+    specs = decision.limits if decision.decision == "allow" and not replay else ()
+    if not rates and not specs:
+        return Admitted(decision)
+    limits: list[tuple[LimitSpec, int]] = []
+    unmeasurable: str | None = None
+    for spec in specs:
+        try:
+            limits.append((spec, units(spec, stage.normalized_input)))
+        except UnmeasurableCall as exc:
+            log.warning("limit cannot measure the call: %s", exc, extra={"event": "limit_unmeasurable", "limit": spec.id})
+            unmeasurable = f"limit {spec.id} cannot measure this call"
+    admission = store.admit(
+        _keys(stage.subject), decision_id=stage.call.decision_id, conversation=conversation_id(stage.request),
+        rates=rates, limits=[] if unmeasurable else limits, commit=not dry_run,
+    )
+    if unmeasurable:
+        return Admitted(_deny(decision, unmeasurable))
+    if admission.refused is not None:
+        return Admitted(_deny(decision, _refusal(admission.refused, admission.used_units)))
+    return Admitted(decision, admission.shares)
+
+
+def give_back(stage: Prepared, admitted: Admitted, store: SessionStore) -> None:
+    """Give back the shares of a call that will not run after all (its key was taken by
+    another call). Best effort: a failure is logged and the shares stay spent."""
+    try:
+        store.give_back(_keys(stage.subject), stage.call.decision_id, admitted.shares, linked=False)
+    except ToolgateError as exc:
+        log.warning("could not give back limit shares", extra={"event": "limit_give_back_failed", "code": exc.code})
+
+
+def note(
+    stage: Prepared, outcome: ApprovalOutcome, admitted: Admitted, idempotency: IdempotencyInfo | None,
+    store: SessionStore,
+) -> tuple[Share, ...]:
+    """Add the call's event to the session; returns the shares it now holds. Shares of a call
+    that did not end allowed (its grant was used up meanwhile) or was replayed (another call
+    completed the key first) are given back first. Raises ``DependencyUnavailable`` (503)."""
+    keys = _keys(stage.subject)
+    decision = outcome.decision.decision
+    replayed = idempotency is not None and idempotency.replayed
+    shares = admitted.shares
+    if shares and (decision != "allow" or replayed):
+        store.give_back(keys, stage.call.decision_id, shares, linked=False)
+        shares = ()
+    event = Event.of_call(
+        stage.contract.meta if stage.contract else None, stage.normalized_input, stage.sensitive_paths,
+        conversation=conversation_id(stage.request), tool=stage.tool.name, version=stage.tool.version,
+        decision=decision, replayed=replayed, approved=decision == "allow" and isinstance(outcome.presented, VerifiedApproval),
+        mutating=stage.tool.mutating,
+    )
+    store.note(keys, stage.call.decision_id, event, args=encode_args(stage.display_input, store.max_args_bytes), shares=shares)
+    return shares
+
+
+def forget(stage: Prepared, shares: tuple[Share, ...], store: SessionStore) -> None:
+    """Undo ``note`` for a decision that could not be recorded (it was never answered): the
+    event goes, the shares come back. Best effort, like the key's release."""
+    keys = _keys(stage.subject)
+    try:
+        store.give_back(keys, stage.call.decision_id, shares, linked=True)
+        store.forget(keys, stage.call.decision_id)
+    except ToolgateError as exc:
+        log.warning("could not undo the session event of an unrecorded decision",
+                    extra={"event": "session_forget_failed", "decision_id": stage.call.decision_id, "code": exc.code})
+
+
+def settle(subject: Subject, reported: Reported, store: SessionStore) -> None:
+    """Settle the session of the call an execution report is about: a completion stores what
+    its result brings (labels, trusted counterparties) and keeps the shares spent; a failure
+    (released or final) gives the shares back. Raises ``DependencyUnavailable`` (503)."""
+    if reported.decision_id is None:
+        return
+    keys = _keys(subject)
+    state = reported.report.state
+    meta = reported.contract.meta if reported.contract else None
+    outcome = Outcome.of_result(meta, reported.result) if state == "completed" else Outcome(state)
+    store.settle(keys, reported.decision_id, outcome)
+    if state != "completed":
+        store.give_back(keys, reported.decision_id, store.linked_shares(keys, reported.decision_id), linked=True)
