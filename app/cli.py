@@ -4,7 +4,9 @@
     toolgate token --sub S --tenant T --role R [--role R2] [--ttl SECONDS]
     toolgate replay FILE.jsonl --url URL [--sub S --tenant T --role R] [--json]
     toolgate policy test [DIR]
-    toolgate idempotency resolve --tenant T --key K --as completed|released
+    toolgate idempotency resolve --tenant T --subject S --key K --as completed|released
+    toolgate idempotency show --tenant T --subject S --key K
+    toolgate --version
     toolgate audit query|export|verify|purge ...   (app.audit.commands)
 
 Exit codes: 0 success, 1 a check failed (policy tests, replay errors), 2 usage or settings error.
@@ -70,6 +72,37 @@ def _policy_test(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def _idempotency_show(args: argparse.Namespace) -> int:
+    """Print what an operator may see of one idempotency record as JSON. Exit 1 when there is
+    none or Redis is unavailable, 2 for a malformed key."""
+    import json
+
+    from app.errors import ToolgateError, ValidationFailed
+    from app.idempotency.keys import Scope, validate_key
+    from app.idempotency.store import IdempotencyStore
+    from app.redis_client import build_redis
+
+    settings = load_settings()
+    try:
+        scope = Scope(args.tenant, args.subject, validate_key(args.key))
+    except ValidationFailed as exc:
+        print(f"toolgate idempotency show: {exc.message}", file=sys.stderr)
+        return 2
+    redis = build_redis(settings)
+    try:
+        found = IdempotencyStore.from_settings(redis, settings).describe(scope)
+    except ToolgateError as exc:
+        print(f"toolgate idempotency show: {exc.message} ({exc.log_detail})", file=sys.stderr)
+        return 1
+    finally:
+        redis.close()
+    if found is None:
+        print("toolgate idempotency show: no idempotency record for this tenant, subject and key", file=sys.stderr)
+        return 1
+    print(json.dumps({"tenant": args.tenant, "subject": args.subject, "key": args.key, **found}))
+    return 0
+
+
 def _idempotency_resolve(args: argparse.Namespace) -> int:
     """Settle a blocked idempotency record; prints ``{"tenant", "key", "state"}`` as JSON.
     Exit 1 when there is no record, its lease is still running, Redis or the decision log is
@@ -85,7 +118,7 @@ def _idempotency_resolve(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     try:
-        scope = Scope(args.tenant, validate_key(args.key))
+        scope = Scope(args.tenant, args.subject, validate_key(args.key))
     except ValidationFailed as exc:
         print(f"toolgate idempotency resolve: {exc.message}", file=sys.stderr)
         return 2
@@ -103,13 +136,24 @@ def _idempotency_resolve(args: argparse.Namespace) -> int:
     finally:
         redis.close()
         log.close()
-    print(json.dumps({"tenant": args.tenant, "key": args.key, "state": state}))
+    print(json.dumps({"tenant": args.tenant, "subject": args.subject, "key": args.key, "state": state}))
     return 0
+
+
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("toolgate")
+    except PackageNotFoundError:  # running from a source tree that was never installed
+        return "unknown"
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(prog="toolgate", description="Policy decision point for AI tool calls.")
+    parser.add_argument("--version", action="version", version=f"toolgate {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the gateway under gunicorn")
@@ -145,9 +189,15 @@ def build_parser() -> argparse.ArgumentParser:
         "resolve", help="settle a key whose outcome is unknown: completed (it ran) or released (it may run again)"
     )
     resolve.add_argument("--tenant", required=True)
+    resolve.add_argument("--subject", required=True, help="the subject (token sub) that used the key")
     resolve.add_argument("--key", required=True, help="the idempotency key as the caller sent it")
     resolve.add_argument("--as", dest="outcome", required=True, choices=["completed", "released"])
     resolve.set_defaults(func=_idempotency_resolve)
+    show = idem_sub.add_parser("show", help="show the state of one key (never its stored result)")
+    show.add_argument("--tenant", required=True)
+    show.add_argument("--subject", required=True, help="the subject (token sub) that used the key")
+    show.add_argument("--key", required=True, help="the idempotency key as the caller sent it")
+    show.set_defaults(func=_idempotency_show)
 
     from app.audit.commands import add_audit_commands
 

@@ -85,16 +85,24 @@ class ValidationFailed(ToolgateError):
 
 
 class Unauthenticated(ToolgateError):
-    """No valid bearer token (401). One generic message; the reason goes to the log only."""
+    """No valid bearer token (401). One generic message; the reason goes to the log only.
+    ``presented``: the request carried credentials (which were refused)."""
 
     code = "UNAUTHENTICATED"
     http_status = 401
     default_message = "authentication required"
 
+    def __init__(self, message: str | None = None, *, presented: bool = True, **kw: Any) -> None:
+        super().__init__(message, **kw)
+        self.presented = presented
+
     @property
     def headers(self) -> dict[str, str]:
-        """``WWW-Authenticate: Bearer error="invalid_token"`` (RFC 6750 §3)."""
-        return {"WWW-Authenticate": 'Bearer error="invalid_token"'}
+        """The challenge (RFC 6750 §3, §3.1): ``Bearer realm="toolgate", error="invalid_token"``
+        for refused credentials; without an error attribute when the request carried none."""
+        if not self.presented:
+            return {"WWW-Authenticate": 'Bearer realm="toolgate"'}
+        return {"WWW-Authenticate": 'Bearer realm="toolgate", error="invalid_token"'}
 
 
 class Forbidden(ToolgateError):

@@ -14,8 +14,11 @@ reference (docs/settings.md) shows them; every field's ``description`` is its do
 
 from __future__ import annotations
 
+import difflib
 import logging
+import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -52,6 +55,9 @@ def _split_csv(value: object) -> object:
 
 
 _APPROVAL_KID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_CLAIM_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.:-]{0,63}$")
+#: Claims every token must carry (RFC 7519 §4.1); operators may require more.
+BASE_REQUIRED_CLAIMS = ("exp", "iss", "aud", "sub")
 
 
 def parse_approval_keys(text: str) -> list[tuple[str, bytes]]:
@@ -259,7 +265,16 @@ class AuditSettings(_Section):
         ["auditor"], description="Roles that may query the decision log of their own tenant (comma-separated)."
     )
     audit_platform_auditor_roles: CsvList = Field(
-        ["platform_auditor"], description="Roles that may query the decision log of every tenant (comma-separated)."
+        ["platform_auditor"],
+        description="Roles that may query the decision log of every tenant (comma-separated); honoured only in "
+        "tokens of `TOOLGATE_AUDIT_PLATFORM_TENANT`.",
+    )
+    audit_platform_tenant: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        description="The tenant whose tokens may hold the platform auditor roles (the operator's own tenant); "
+        "unset: no token reads another tenant's log.",
     )
 
     @field_validator("audit_auditor_roles", "audit_platform_auditor_roles", mode="before")
@@ -281,6 +296,17 @@ class JwtSettings(DeploymentSettings, RequestLimits):
     jwt_public_key: SecretStr | None = Field(None, description="A PEM public key or certificate (instead of a JWKS).")
     jwt_hs256_secret: SecretStr | None = Field(None, description="An HS256 secret of at least 32 bytes.")
     jwt_leeway_s: int = Field(30, ge=0, le=600, description="Clock skew allowed on `exp`, `nbf` and `iat`.")
+    jwt_required_claims: CsvList = Field(
+        list(BASE_REQUIRED_CLAIMS),
+        description="Claims every token must carry (comma-separated); always at least "
+        f"{', '.join(BASE_REQUIRED_CLAIMS)}, e.g. add `iat`, `nbf` or `jti`.",
+    )
+    jwt_max_lifetime_s: int = Field(
+        86_400,
+        gt=0,
+        le=366 * 86_400,
+        description="The longest a token may live: `exp` at most this far in the future, and `exp - iat` at most this.",
+    )
     jwt_tenant_claim: str = Field("tenant", description="The claim holding the tenant.")
     jwt_roles_claim: str = Field("roles", description="The claim holding the roles: a list, or a space-separated string.")
     jwt_jwks_cache_s: int = Field(300, gt=0, le=86_400, description="How long a fetched key set is used.")
@@ -304,10 +330,21 @@ class JwtSettings(DeploymentSettings, RequestLimits):
         description="How long a verified token is remembered (never past its `exp`, nor past the key set that verified it).",
     )
 
-    @field_validator("jwt_algorithms", mode="before")
+    @field_validator("jwt_algorithms", "jwt_required_claims", mode="before")
     @classmethod
-    def _algorithms_csv(cls, value: object) -> object:
+    def _jwt_csv(cls, value: object) -> object:
         return _split_csv(value)
+
+    @field_validator("jwt_required_claims")
+    @classmethod
+    def _base_claims_required(cls, value: list[str]) -> list[str]:
+        missing = [name for name in BASE_REQUIRED_CLAIMS if name not in value]
+        if missing:
+            raise ValueError(f"must include {', '.join(BASE_REQUIRED_CLAIMS)} (missing {', '.join(missing)})")
+        bad = [name for name in value if not _CLAIM_NAME.match(name)]
+        if bad:
+            raise ValueError(f"claim names must match {_CLAIM_NAME.pattern}")
+        return list(dict.fromkeys(value))
 
     @field_validator("jwt_algorithms")
     @classmethod
@@ -474,11 +511,23 @@ class Settings(
         return self
 
 
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """The ``TOOLGATE_*`` names in ``environ`` that are no setting, each with the setting it
+    probably meant when one is close (a mistyped name is otherwise silently ignored)."""
+    prefix = str(Settings.model_config.get("env_prefix", ""))
+    known = [prefix + name.upper() for name in Settings.model_fields]
+    found = []
+    for name in sorted(n for n in environ if n.upper().startswith(prefix) and n.upper() not in known):
+        close = difflib.get_close_matches(name.upper(), known, n=1, cutoff=0.8)
+        found.append(f"{name} (did you mean {close[0]}?)" if close else name)
+    return found
+
+
 def load_settings(**overrides: object) -> Settings:
     """Read the environment (plus ``overrides``) into a frozen ``Settings``.
 
     Raises ``SettingsError`` naming every invalid setting at once. Logs a warning when a
-    development convenience is on.
+    development convenience is on, and for every ``TOOLGATE_*`` variable that is no setting.
     """
     try:
         settings = Settings(**overrides)  # type: ignore[arg-type]
@@ -489,6 +538,8 @@ def load_settings(**overrides: object) -> Settings:
             name = f"TOOLGATE_{where.upper()}" if err["loc"] else where
             lines.append(f"{name}: {err['msg']}")
         raise SettingsError("invalid settings:\n  " + "\n  ".join(lines)) from None
+    for name in unknown_variables(os.environ):
+        log.warning("unknown setting %s is ignored", name, extra={"event": "unknown_setting"})
     if settings.uses_dev_secret:
         log.warning(
             "development mode: accepting HS256 tokens signed with the built-in development secret; "

@@ -29,10 +29,13 @@ class AuditorScope:
 
 
 def auditor_scope(subject: Subject, settings: AuditSettings) -> AuditorScope:
-    """The scope of ``subject``: platform-wide with one of ``audit_platform_auditor_roles``,
-    its own tenant with one of ``audit_auditor_roles``. Raises ``Forbidden`` (403) otherwise."""
+    """The scope of ``subject``: platform-wide with one of ``audit_platform_auditor_roles`` in
+    a token of ``audit_platform_tenant`` (a platform role in any other tenant's token counts
+    for nothing: tenants cannot grant themselves the platform); its own tenant with one of
+    ``audit_auditor_roles``. Raises ``Forbidden`` (403) otherwise."""
     roles = set(subject.roles)
-    platform = bool(roles & set(settings.audit_platform_auditor_roles))
+    platform_tenant = settings.audit_platform_tenant
+    platform = subject.tenant == platform_tenant and bool(roles & set(settings.audit_platform_auditor_roles))
     if not platform and not roles & set(settings.audit_auditor_roles):
         raise Forbidden("an auditor role is required to read the decision log")
     return AuditorScope(subject.tenant, platform)

@@ -20,7 +20,7 @@ def mint_dev_token(
     settings, ``iat``, ``nbf``, ``exp = iat + ttl_s`` and a random ``jti``. Raises
     ``RuntimeError`` when ``settings.env == "production"``, when no HS256 secret is in force
     or HS256 is not in ``jwt_algorithms``; ``ValueError`` for empty ``sub``/``tenant``, a
-    non-string role or a non-positive ``ttl_s``.
+    non-string role, a non-positive ``ttl_s`` or one above ``jwt_max_lifetime_s``.
     """
     if settings.env == "production":
         raise RuntimeError("refusing to mint a development token when TOOLGATE_ENV=production")
@@ -38,6 +38,8 @@ def mint_dev_token(
         raise ValueError("roles must be a list of non-empty strings")
     if isinstance(ttl_s, bool) or not isinstance(ttl_s, int) or ttl_s <= 0:
         raise ValueError("ttl_s must be a positive integer")
+    if ttl_s > settings.jwt_max_lifetime_s:
+        raise ValueError(f"ttl_s is above TOOLGATE_JWT_MAX_LIFETIME_S ({settings.jwt_max_lifetime_s}); the gateway would reject the token")
     now = int(time.time())
     claims = {
         "iss": settings.jwt_issuer,

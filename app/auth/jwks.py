@@ -56,8 +56,9 @@ class JwksCache:
     * a set is fresh for ``lifespan_s`` after its fetch; an expired set is refreshed by the
       first request that needs it (one thread fetches, the others wait on the lock and reuse
       its result);
-    * an unknown ``kid`` refetches only when no fetch was attempted in the last
-      ``refetch_cooldown_s`` (so a flood of random kids costs at most one fetch per period);
+    * an unknown ``kid`` refetches unless an unknown ``kid`` already refetched in the last
+      ``refetch_cooldown_s``: a key published after the last fetch verifies at once, and a flood
+      of random kids costs at most one fetch per period (fetches for expiry do not count);
     * a failed fetch keeps the last-known-good set usable until ``lifespan_s + grace_s`` after
       its fetch, and blocks further expiry-driven attempts for ``failure_backoff_s``.
 
@@ -98,7 +99,7 @@ class JwksCache:
         self._fetcher = fetcher
         self._lock = threading.Lock()
         self._snapshot: _Snapshot | None = None
-        self._last_attempt_at: float | None = None
+        self._last_unknown_kid_fetch_at: float | None = None
         self._retry_not_before = float("-inf")
         self.fetch_count = 0
         self.last_error: str | None = None
@@ -161,15 +162,15 @@ class JwksCache:
             snapshot = self._snapshot or _EMPTY
             if kid in snapshot.keys:
                 return snapshot  # another thread's fetch brought it in
-            last = self._last_attempt_at
+            last = self._last_unknown_kid_fetch_at
             if last is not None and now - last < self.refetch_cooldown_s:
-                return snapshot  # cooling down: at most one refetch per period
+                return snapshot  # cooling down: at most one unknown-kid refetch per period
+            self._last_unknown_kid_fetch_at = now
             return self._fetch(now) or snapshot
 
     def _fetch(self, now: float) -> _Snapshot | None:
         """One HTTP fetch (lock held). Returns the new snapshot, or None on any failure."""
         self.fetch_count += 1
-        self._last_attempt_at = now
         try:
             keys = self._index(self._fetcher())
         except Exception as exc:  # noqa: BLE001 - any failure keeps the last-known-good set

@@ -7,9 +7,10 @@ from app.errors import Unauthenticated
 _LOG_DETAIL_MAX = 300
 
 
-def reject(reason: str) -> Unauthenticated:
-    """The 401 error; ``reason`` goes to ``log_detail`` only (truncated, never the token)."""
-    return Unauthenticated(log_detail=reason[:_LOG_DETAIL_MAX])
+def reject(reason: str, *, presented: bool = True) -> Unauthenticated:
+    """The 401 error; ``reason`` goes to ``log_detail`` only (truncated, never the token).
+    ``presented=False``: the request carried no credentials at all."""
+    return Unauthenticated(log_detail=reason[:_LOG_DETAIL_MAX], presented=presented)
 
 
 def exception_text(exc: BaseException) -> str:

@@ -30,11 +30,13 @@ Checks, in order (cheap and structural first, RFC 8725 §3):
    ``jwt_jwks_url`` (``app.auth.jwks``; selected by ``kid``, which is then required; a JWK
    ``alg`` member must equal the token's ``alg``; ``use`` must be ``sig`` when present) or from
    the PEM ``jwt_public_key``.
-6. Signature and registered claims with PyJWT (RFC 7519 §4.1): required ``exp``, ``iss``,
-   ``aud``, ``sub``; ``iat``/``nbf`` honoured when present; leeway ``jwt_leeway_s``; exact
-   issuer match (RFC 8725 §3.8); audience must contain ``jwt_audience`` (RFC 8725 §3.9); RSA
-   keys must be >= 2048 bits.
-7. Our own claim checks on top (``app.auth.claims``).
+6. Signature and registered claims with PyJWT (RFC 7519 §4.1): required ``jwt_required_claims``
+   (at least ``exp``, ``iss``, ``aud``, ``sub``); ``iat``/``nbf`` honoured when present; leeway
+   ``jwt_leeway_s``; exact issuer match (RFC 8725 §3.8); audience must contain ``jwt_audience``
+   (RFC 8725 §3.9); RSA keys must be >= 2048 bits.
+7. The payload parses strictly too (no duplicate member names: PyJWT keeps the last one, which
+   could smuggle a second tenant or roles claim), and our own claim checks on top
+   (``app.auth.claims``: types, plausible dates, required claims, identity text).
 
 A token that passed checks 4-7 is remembered for ``jwt_verified_cache_s`` (``app.auth.token_cache``;
 by its SHA-256; never past its ``exp``, nor past the lifespan of the JWKS set whose key
@@ -67,8 +69,8 @@ from app.settings import JwtSettings, SettingsError
 #: Accepted ``typ`` header values, compared case-insensitively (RFC 8725 §3.11, RFC 9068 §2.1).
 _ACCEPTED_TYP = {"jwt", "application/jwt", "at+jwt", "application/at+jwt"}
 
-#: Claims PyJWT must find (RFC 7519 §4.1); iat/nbf are checked when present.
-_REQUIRED_CLAIMS = ["exp", "iss", "aud", "sub"]
+#: PyJWT's checks (RFC 7519 §4.1): iat/nbf are checked when present; ``require`` is set per
+#: verifier from ``jwt_required_claims``.
 _PYJWT_OPTIONS: dict[str, Any] = {
     "verify_signature": True,
     "verify_exp": True,
@@ -78,7 +80,6 @@ _PYJWT_OPTIONS: dict[str, Any] = {
     "verify_iss": True,
     "verify_sub": True,
     "verify_jti": True,
-    "require": _REQUIRED_CLAIMS,
     "strict_aud": False,
     "enforce_minimum_key_length": True,
 }
@@ -98,7 +99,15 @@ class TokenVerifier:
         self._audience = settings.jwt_audience
         self._leeway = settings.jwt_leeway_s
         self._max_authorization = settings.max_authorization_bytes
-        self._claims = ClaimRules(settings.jwt_issuer, settings.jwt_audience, settings.jwt_tenant_claim, settings.jwt_roles_claim)
+        self._claims = ClaimRules(
+            issuer=settings.jwt_issuer,
+            audience=settings.jwt_audience,
+            tenant_claim=settings.jwt_tenant_claim,
+            roles_claim=settings.jwt_roles_claim,
+            required=tuple(settings.jwt_required_claims),
+            max_lifetime_s=settings.jwt_max_lifetime_s,
+        )
+        self._options = {**_PYJWT_OPTIONS, "require": list(settings.jwt_required_claims)}
         self._jwt = jwt.PyJWT()
         asymmetric = self._algorithms & ALG_FAMILY.keys()
         public_key_text = settings.jwt_public_key.get_secret_value() if settings.jwt_public_key else None
@@ -168,12 +177,15 @@ class TokenVerifier:
             token,
             key=key,
             algorithms=[alg],
-            options=_PYJWT_OPTIONS,  # type: ignore[arg-type]
+            options=self._options,  # type: ignore[arg-type]
             audience=self._audience,
             issuer=self._issuer,
             leeway=self._leeway,
         )
-        subject = self._claims.subject(decoded["payload"])
+        # PyJWT's json.loads keeps the last of duplicate member names, so a payload could
+        # smuggle a second "tenant" or "roles"; the signed segment must parse strictly too.
+        jws.parse_json_object(jws.b64url_decode(token.split(".")[1]), "JWT payload")
+        subject = self._claims.subject(decoded["payload"], time.time())
         self._verified.put(token, subject, decoded["payload"]["exp"], trusted_until)
         return subject
 
@@ -181,6 +193,8 @@ class TokenVerifier:
         """Checks 1-3: the one bearer token of the request, in JWS compact form."""
         if isinstance(authorization, (str, bytes)) or not isinstance(authorization, Sequence):
             raise reject("authorization must be the list of header values")
+        if not authorization:
+            raise reject("no Authorization header", presented=False)
         if len(authorization) != 1:
             raise reject(f"expected exactly one Authorization header, got {len(authorization)}")
         value = authorization[0]

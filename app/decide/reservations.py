@@ -22,7 +22,7 @@ def check(stage: Validated, store: IdempotencyStore) -> PendingCall | None:
     if key is None:
         return None
     fp = require_fingerprint(stage)
-    scope = Scope(stage.subject.tenant, key)
+    scope = Scope(stage.subject.tenant, stage.subject.id, key)
     meta = stage.contract.meta if stage.contract else None
     retry_safe = bool(meta and meta.retry_safe)
     return PendingCall(

@@ -20,10 +20,10 @@ from app.models import CompleteReport, FailReport, Subject
 
 
 def _scope(subject: Subject, key: str) -> Scope:
-    """The record ``subject``'s tenant holds under ``key``; a key that is not 1-255 printable
-    ASCII can have no record: ``NotFound`` (404), without asking Redis."""
+    """The record ``subject`` holds under ``key``; a key that is not 1-255 printable ASCII can
+    have no record: ``NotFound`` (404), without asking Redis."""
     try:
-        return Scope(subject.tenant, validate_key(key))
+        return Scope(subject.tenant, subject.id, validate_key(key))
     except ValidationFailed:
         raise NotFound("no execution with this key") from None
 

@@ -1,9 +1,10 @@
 """Idempotency keys and where their records live (DESIGN §4).
 
-A record is scoped by (tenant, key) and bound to the fingerprint of the first call that used
-the key. The Redis hash tag is the SHA-256 of the RFC 8785 JSON ``[tenant, key]``; the caller's
-key (which may hold ``*``, ``{``, ``:``, spaces...) never appears in a key name, so it cannot
-address another record.
+A record is scoped by (tenant, subject, key) and bound to the fingerprint of the first call that
+used the key, so a key one subject chose can never block or reveal another subject's call. The
+Redis hash tag is the SHA-256 of the RFC 8785 JSON ``[tenant, subject, key]``; the caller's key
+(which may hold ``*``, ``{``, ``:``, spaces...) never appears in a key name, so it cannot address
+another record.
 """
 
 from __future__ import annotations
@@ -60,15 +61,16 @@ def call_key(header_key: str | None, contract: ToolContract | None, normalized_i
 
 @dataclass(frozen=True)
 class Scope:
-    """Where one record lives: the tenant and the caller's (validated) key."""
+    """Where one record lives: the verified tenant and subject, and the caller's (validated) key."""
 
     tenant: str
+    subject: str
     key: str
 
     @property
     def tag(self) -> str:
-        """Hex SHA-256 of the RFC 8785 JSON ``[tenant, key]``: the Redis Cluster hash tag."""
-        return hashlib.sha256(canonical_json([self.tenant, self.key])).hexdigest()
+        """Hex SHA-256 of the RFC 8785 JSON ``[tenant, subject, key]``: the Redis Cluster hash tag."""
+        return hashlib.sha256(canonical_json([self.tenant, self.subject, self.key])).hexdigest()
 
     @property
     def redis_keys(self) -> tuple[str, str]:

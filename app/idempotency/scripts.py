@@ -82,6 +82,9 @@ if state == 'processing' then
   if ttl > 0 then return {'in_flight', ttl} end
 end
 if ARGV[1] == 'released' then
+  if state == 'completed' and redis.call('HGET', KEYS[1], 'resolved_by') ~= 'operator' then
+    return {'completed_before'}
+  end
   redis.call('DEL', KEYS[1], KEYS[2])
   return {'released'}
 end

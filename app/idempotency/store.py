@@ -7,7 +7,7 @@
                                                retry_safe contract: re-claimable;
                                                else 409 until ``toolgate idempotency resolve``
 
-Redis layout: one hash tag per (tenant, key) (``app.idempotency.keys.Scope``), so both keys of a
+Redis layout: one hash tag per (tenant, subject, key) (``app.idempotency.keys.Scope``), so both keys of a
 record sit in one Redis Cluster slot and every script stays single-slot.
 
     toolgate:idem:{<tag>}:record   hash: state, fp, token, subject, tool, version,
@@ -217,6 +217,42 @@ class IdempotencyStore:
             raise NotFound("no execution with this key")
         return tool, version, decision_id or None
 
+    def describe(self, scope: Scope) -> dict[str, Any] | None:
+        """What an operator may see of the record at ``scope`` (``toolgate idempotency show``):
+        ``state`` (``processing``, ``outcome_unknown``, ``completed``, ``failed``), ``tool``,
+        ``version``, ``reserved_at`` / ``settled_at`` (RFC 3339), ``lease_remaining_ms``,
+        ``expires_in_s`` (the record's TTL), ``resolved_by``, ``failure_reason``, and
+        ``result_bytes`` (the stored result's size: the result itself may hold customer data
+        and is not shown). None when there is no record."""
+        record, lease = scope.redis_keys
+
+        def read(client: Any) -> list[Any]:
+            pipe = client.pipeline(transaction=False)
+            pipe.hgetall(record)
+            pipe.pttl(lease)
+            pipe.ttl(record)
+            replies: list[Any] = pipe.execute()
+            return replies
+
+        fields, lease_ms, ttl_s = self.redis.run("idempotency show", read)
+        if not fields:
+            return None
+        state = fields.get("state")
+        if state == "processing" and lease_ms <= 0:
+            state = "outcome_unknown"
+        return {
+            "state": state,
+            "tool": fields.get("tool"),
+            "version": fields.get("version"),
+            "reserved_at": rfc3339_ms(int(fields["reserved_at_ms"])) if "reserved_at_ms" in fields else None,
+            "settled_at": rfc3339_ms(int(fields["settled_at_ms"])) if "settled_at_ms" in fields else None,
+            "lease_remaining_ms": max(0, int(lease_ms)),
+            "expires_in_s": int(ttl_s),
+            "resolved_by": fields.get("resolved_by"),
+            "failure_reason": fields.get("reason"),
+            "result_bytes": len(fields["result"].encode()) if "result" in fields else None,
+        }
+
     def complete(self, scope: Scope, subject_id: str, result: Any, *, token: str | None = None) -> Report:
         """Store ``result`` (JSON value) for the reservation, kept ``retention_s``.
 
@@ -260,13 +296,21 @@ class IdempotencyStore:
     def resolve(self, scope: Scope, resolution: Resolution) -> Resolution:
         """Operator decision on a record (``toolgate idempotency resolve``): ``completed``
         (executed; retries replay a null result) or ``released`` (not executed; a retry may
-        run it). Returns the resolution. Raises ``NotFound`` (no record) and ``Conflict``
-        (409, retryable, while a lease is still running)."""
+        run it). Returns the resolution. Raises ``NotFound`` (no record), ``Conflict`` (409,
+        retryable, while a lease is still running; 409, not retryable, when releasing a record
+        that the tool service reported completed: a retry would run the tool again. A record an
+        operator resolved as completed may be released: that corrects the operator's own call)."""
         args: list[str | int] = [resolution, self.retention_s * 1000, now_ms()]
         reply = self.redis.eval("idempotency resolve", scripts.RESOLVE, scope.redis_keys, args)
         if reply[0] == "not_found":
             raise NotFound("no idempotency record for this tenant and key")
         if reply[0] == "in_flight":
             raise Conflict("the call is still in progress", retryable=True, retry_after_s=_seconds(int(reply[1])))
+        if reply[0] == "completed_before":
+            raise Conflict(
+                "the call completed: releasing it would let a retry run it again",
+                retryable=False,
+                details={"state": "completed"},
+            )
         resolved: Resolution = reply[0]
         return resolved

@@ -6,26 +6,28 @@ another tenant's approval id is simply unknown (404). Bodies and errors per DESI
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 from flask import Blueprint, Response, jsonify, request
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from app.bodies import parse_body
 from app.decide import answers
-from app.errors import ValidationFailed
 from app.models import ApprovalAnswerBody, ApprovalListResponse, ApprovalResponse, Subject
 from app.web.auth import require_subject
 from app.web.context import current_deps, request_facts
+from app.web.query import ascii_digits, parse_query
 from app.web.requests import log_fields, request_id
 
 bp = Blueprint("approvals", __name__)
 
-_MAX_LIMIT = 500
+class ApprovalListParams(BaseModel):
+    """Query parameters of ``GET /v1/approvals``; unknown parameters are rejected."""
 
+    model_config = ConfigDict(extra="forbid")
 
-def _limit() -> int:
-    raw = request.args.get("limit", "100")
-    if not raw.isdigit() or not 1 <= int(raw) <= _MAX_LIMIT:
-        raise ValidationFailed(f"limit must be an integer from 1 to {_MAX_LIMIT}", http_status=400)
-    return int(raw)
+    state: Literal["pending"] = "pending"
+    limit: Annotated[int, Field(ge=1, le=500), BeforeValidator(ascii_digits)] = 100
 
 
 @bp.get("/v1/approvals")
@@ -37,12 +39,10 @@ def list_approvals(subject: Subject) -> Response:
     100); soonest expiry first. ``200`` ``ApprovalListResponse``. Errors: 400 bad query, 401,
     403 FORBIDDEN when the caller holds no approver role, 503 Redis down.
     """
-    if request.args.get("state", "pending") != "pending":
-        raise ValidationFailed("state must be pending", http_status=400)
-    limit = _limit()
+    params = parse_query(ApprovalListParams)
     approvals = current_deps().approvals
     now = approvals.now_ms()
-    found = approvals.list_pending(subject, limit=limit)
+    found = approvals.list_pending(subject, limit=params.limit)
     body = ApprovalListResponse(approvals=[a.view(now) for a in found], request_id=request_id())
     return jsonify(body.model_dump(mode="json"))
 

@@ -14,17 +14,17 @@ import re
 from typing import Annotated
 
 from flask import Blueprint, Response, jsonify, request
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator
 
 from app.audit.access import auditor_scope
 from app.audit.queries import CURSOR_PATTERN, MAX_PAGE, DecisionQuery
-from app.bodies import release_validation_error
-from app.errors import NotFound, ValidationFailed
+from app.errors import NotFound
 from app.models import DecisionListResponse, DecisionRecord, DecisionRecordResponse, Subject
 from app.timefmt import parse_rfc3339
 from app.vocabulary import DECISION_ID_PATTERN, DecisionWord, EventType
 from app.web.auth import require_subject
 from app.web.context import current_deps
+from app.web.query import ascii_digits, parse_query
 from app.web.requests import log_fields, request_id
 
 bp = Blueprint("decisions", __name__)
@@ -60,25 +60,8 @@ class DecisionsParams(BaseModel):
     idempotency_key: Annotated[str, Field(min_length=1, max_length=255, pattern=TEXT_PATTERN)] | None = None
     since: Time | None = None
     until: Time | None = None
-    limit: int = Field(100, ge=1, le=MAX_PAGE)
+    limit: Annotated[int, Field(ge=1, le=MAX_PAGE), BeforeValidator(ascii_digits)] = 100
     cursor: Annotated[str, Field(pattern=CURSOR_PATTERN)] | None = None
-
-
-def _params() -> DecisionsParams:
-    repeated = sorted(k for k in request.args if len(request.args.getlist(k)) > 1)
-    if repeated:
-        raise ValidationFailed(
-            "query parameters may appear once", details={"problems": [{"path": k, "message": "repeated"} for k in repeated]}
-        )
-    try:
-        return DecisionsParams.model_validate(request.args.to_dict())
-    except ValidationError as exc:
-        problems = [
-            {"path": ".".join(str(p) for p in err["loc"]) or "query", "message": err["msg"]}
-            for err in exc.errors(include_input=False, include_url=False)
-        ]
-        release_validation_error(exc)
-        raise ValidationFailed("query parameters are not valid", details={"problems": problems[:20]}) from None
 
 
 @bp.get("/v1/decisions")
@@ -98,7 +81,7 @@ def list_decisions(subject: Subject) -> Response:
     """
     deps = current_deps()
     scope = auditor_scope(subject, deps.settings)
-    params = _params()
+    params = parse_query(DecisionsParams)
     query = DecisionQuery(
         tenant=scope.tenant_for(params.tenant),
         subject_id=params.subject,

@@ -40,7 +40,8 @@ def scrape() -> Response:
     token = current_deps().settings.metrics_token
     if token is None:
         raise NotFound("no such endpoint")
-    if not _authorized(token.get_secret_value(), request.headers.getlist("Authorization")):
-        raise Unauthenticated(log_detail="metrics scrape without the metrics token")
+    presented = request.headers.getlist("Authorization")
+    if not _authorized(token.get_secret_value(), presented):
+        raise Unauthenticated(log_detail="metrics scrape without the metrics token", presented=bool(presented))
     body, content_type = metrics.render_latest()
     return Response(body, status=200, content_type=content_type)

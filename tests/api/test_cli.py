@@ -125,3 +125,35 @@ def test_replay_is_a_dry_run(gateway, redis_server):
     assert result.returncode == 0
     assert json.loads(result.stdout)["by_decision"]["user-approval"] > 0
     assert set(client.keys("*")) == before
+
+
+def test_version_is_the_distributions(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == "toolgate 0.1.0"
+
+
+def test_idempotency_show_tells_the_state_and_never_the_result(client, redis_server, monkeypatch, capsys):
+    """``toolgate idempotency show`` against the real Redis the API test just used."""
+    from tests.support.idempotency import decide, report, ticket, ticket_input
+
+    monkeypatch.setenv("TOOLGATE_REDIS_URL", redis_server.url)
+    tool_input = ticket_input()
+    key = tool_input["clientMutationId"]
+    assert decide(client, "createTicket", tool_input).get_json()["idempotency"]["state"] == "reserved"
+
+    def show(*extra: str) -> tuple[int, dict | str]:
+        code = main(["idempotency", "show", "--tenant", "acme", "--subject", "u-1", "--key", key, *extra])
+        out = capsys.readouterr()
+        return code, json.loads(out.out) if code == 0 else out.err
+
+    code, shown = show()
+    assert code == 0 and shown["state"] == "processing" and shown["tool"] == "createTicket"
+    assert 0 < shown["lease_remaining_ms"] <= 60_000 and shown["result_bytes"] is None
+    report(client, key, "complete", {"result": ticket("T-secret-id")})
+    code, shown = show()
+    assert code == 0 and shown["state"] == "completed" and shown["result_bytes"] > 0
+    assert "T-secret-id" not in json.dumps(shown)
+    code = main(["idempotency", "show", "--tenant", "acme", "--subject", "u-2", "--key", key])
+    assert code == 1 and "no idempotency record" in capsys.readouterr().err

@@ -29,7 +29,7 @@ AUDITOR = ["auditor"]
 
 @pytest.fixture
 def audit_app(make_app, audit_dsn):  # noqa: F811
-    app = make_app(audit_dsn=audit_dsn)
+    app = make_app(audit_dsn=audit_dsn, audit_platform_tenant="ops")
     yield app
     app.extensions["toolgate"].decision_log.close()
 
@@ -218,6 +218,20 @@ def test_an_auditor_sees_only_its_own_tenant(client, audit_app):
     assert len(_ids(client.get("/v1/decisions", headers=platform))) == len(records)
     assert _ids(client.get("/v1/decisions?tenant=globex", headers=platform)) == [globex.decision_id]
     assert client.get(f"/v1/decisions/{globex.decision_id}", headers=platform).status_code == 200
+
+
+def test_a_platform_role_in_a_tenant_token_counts_for_nothing(client, audit_app):
+    """Only tokens of the configured platform tenant (ops here) hold platform roles: a tenant
+    cannot grant itself the platform by naming the role."""
+    records = _corpus(audit_app)
+    globex = next(r for r in records if r.tenant == "globex")
+    posing = auth("mallory", "acme", ["platform_auditor"])
+    resp = client.get("/v1/decisions?tenant=globex", headers=posing)
+    assert resp.status_code == 403 and resp.get_json()["error"]["code"] == "FORBIDDEN"
+    assert resp.get_json()["error"]["retryable"] is False
+    assert client.get(f"/v1/decisions/{globex.decision_id}", headers=posing).status_code == 403
+    both = auth("aud-2", "acme", ["platform_auditor", "auditor"])
+    assert {r["tenant"] for r in client.get("/v1/decisions", headers=both).get_json()["records"]} == {"acme"}
 
 
 def test_callers_without_an_auditor_role_are_refused(client, audit_app):

@@ -231,13 +231,26 @@ def test_case06_two_tenants_with_one_key_and_payload_are_independent(client):
 
 
 @ON_BOTH
-def test_case07_another_subject_of_the_tenant_gets_422_never_the_result(client):
+def test_case07_another_subject_of_the_tenant_has_its_own_record_never_the_result(client):
+    """Keys are scoped by tenant and subject (DESIGN §4): the reference case's 422 was the
+    symptom of another subject being able to pre-claim a guessable key; now bob's call with
+    alice's key is bob's own, and nothing alice did shows."""
     tool_input = ticket_input()
     info = _reserved(decide(client, "createTicket", tool_input, sub="alice"))
     report(client, info["key"], "complete", {"result": ticket()}, sub="alice")
-    error = _error(decide(client, "createTicket", tool_input, sub="bob"), 422, "CONFLICT", False)
-    assert "T-1001" not in json.dumps(error)
-    _error(report(client, info["key"], "complete", {"result": ticket()}, sub="bob"), 404, "NOT_FOUND", False)
+    bobs = _reserved(decide(client, "createTicket", tool_input, sub="bob"))
+    assert "T-1001" not in json.dumps(bobs)
+    report(client, info["key"], "complete", {"result": ticket("T-bob")}, sub="bob")
+    assert _replayed(decide(client, "createTicket", tool_input, sub="alice"))["result"]["id"] == "T-1001"
+    assert _replayed(decide(client, "createTicket", tool_input, sub="bob"))["result"]["id"] == "T-bob"
+
+
+@ON_BOTH
+def test_a_key_pre_claimed_by_another_subject_does_not_block_the_victim(client):
+    """Issue: another subject could pre-claim a guessable key and the victim got 422."""
+    tool_input = ticket_input()
+    _reserved(decide(client, "createTicket", {**tool_input, "title": "squatted"}, sub="mallory"))
+    _reserved(decide(client, "createTicket", tool_input, sub="alice"))
 
 
 @ON_BOTH

@@ -32,7 +32,7 @@ def run(deps, body: dict[str, Any] | bytes, *, key: str | None = None, token: st
     progress = Progress(call)
     try:
         return decide(deps, progress, Phases()), progress
-    except Exception as exc:  # noqa: BLE001 - the tests look at the exception
+    except Exception as exc:
         return exc, progress
 
 
@@ -63,7 +63,7 @@ def test_a_mutating_call_reserves_its_key_and_a_retry_replays(deps, engine) -> N
     deps.idempotency.complete(
         progress_scope(deps, "pay-1"), "u-1", {"paid": True}, token=first.idempotency.reservation_token
     )
-    again, progress = run(deps, {**PAY, "input": {**PAY["input"], "amount": 10}}, key="pay-1")
+    again, _ = run(deps, {**PAY, "input": {**PAY["input"], "amount": 10}}, key="pay-1")
     assert again.idempotency.state == "replayed" and again.idempotency.result == {"paid": True}
     assert len(engine.inputs) == 2  # the policy runs on replays too
     assert list(fakes.records(deps))[-1].replayed is True
@@ -72,7 +72,7 @@ def test_a_mutating_call_reserves_its_key_and_a_retry_replays(deps, engine) -> N
 def progress_scope(deps, key: str):
     from app.idempotency.keys import Scope
 
-    return Scope("acme", key)
+    return Scope("acme", "u-1", key)
 
 
 def test_user_approval_opens_one_pending_approval(deps, engine) -> None:
@@ -87,7 +87,7 @@ def test_user_approval_opens_one_pending_approval(deps, engine) -> None:
 
 def test_a_refused_grant_denies_without_asking_the_policy(deps, engine) -> None:
     body = {**PAY, "approval": {"approval_id": "ap_" + "x" * 32, "grant": "tgg1.k.bad.mac"}}
-    response, progress = run(deps, body, key="pay-3")
+    response, _ = run(deps, body, key="pay-3")
     assert response.decision == "deny" and response.reasons == ["approval grant invalid"]
     assert engine.inputs == []
     [record] = fakes.records(deps)
@@ -155,8 +155,8 @@ def test_a_decision_that_cannot_be_recorded_is_not_returned_and_gives_its_key_ba
 def test_a_dry_run_reserves_nothing_and_is_recorded_as_such(deps, engine) -> None:
     response, _ = run(deps, {**PAY, "dry_run": True})
     assert response.dry_run is True and response.idempotency is None
-    assert list(fakes.records(deps))[0].event == "decide_dry_run"
-    assert "idempotency" not in list(fakes.records(deps))[0].durations_ms
+    [record] = fakes.records(deps)
+    assert record.event == "decide_dry_run" and "idempotency" not in record.durations_ms
 
 
 def test_a_key_used_with_another_input_is_a_conflict(deps, engine) -> None:

@@ -94,7 +94,7 @@ def _resolve(monkeypatch, capsys, redis_url: str, key: str, outcome: str) -> tup
     (its decision log is ``TOOLGATE_AUDIT_DSN``, set by ``cli_audit_dsn``)."""
     monkeypatch.setenv("TOOLGATE_REDIS_URL", redis_url)
     monkeypatch.setenv("TOOLGATE_REDIS_SOCKET_TIMEOUT_MS", "2000")
-    code = main(["idempotency", "resolve", "--tenant", "acme", "--key", key, "--as", outcome])
+    code = main(["idempotency", "resolve", "--tenant", "acme", "--subject", "u-1", "--key", key, "--as", outcome])
     out = capsys.readouterr()
     return code, out.out, out.err
 
@@ -129,7 +129,7 @@ def test_expired_lease_blocks_until_an_operator_resolves(app_on, own_redis, monk
     assert blocked.get_json()["error"]["retryable"] is False
 
     code, out, _ = _resolve(monkeypatch, capsys, own_redis.url, key, "released")
-    assert code == 0 and json.loads(out) == {"tenant": "acme", "key": key, "state": "released"}
+    assert code == 0 and json.loads(out) == {"tenant": "acme", "subject": "u-1", "key": key, "state": "released"}
     assert _state(decide(client, "createTicket", tool_input)) == "reserved"
     time.sleep(1.1)
     code, out, _ = _resolve(monkeypatch, capsys, own_redis.url, key, "completed")
@@ -142,6 +142,12 @@ def test_expired_lease_blocks_until_an_operator_resolves(app_on, own_redis, monk
     replay = decide(client, "createTicket", tool_input).get_json()["idempotency"]
     assert replay["state"] == "replayed" and replay["outcome"] == "completed" and replay["result"] is None
 
+    done = ticket_input()
+    reserved = decide(client, "createTicket", done).get_json()["idempotency"]
+    assert report(client, reserved["key"], "complete", {"result": ticket()}).status_code == 200
+    code, _, err = _resolve(monkeypatch, capsys, own_redis.url, reserved["key"], "released")
+    assert code == 1 and "completed" in err  # releasing a completed call would run it again
+    assert decide(client, "createTicket", done).get_json()["idempotency"]["state"] == "replayed"
     code, _, err = _resolve(monkeypatch, capsys, own_redis.url, "no-such-key", "completed")
     assert code == 1 and "no idempotency record" in err
     code, _, err = _resolve(monkeypatch, capsys, own_redis.url, "bad\x7fkey", "completed")

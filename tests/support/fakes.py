@@ -13,6 +13,7 @@ thing without a socket is replaced here, and nothing else.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -92,9 +93,11 @@ class FailingLog(DecisionLog):
 
 
 def settings(tmp_path: Path, **overrides: Any) -> Settings:
-    """Settings of the fast tier: HS256 tokens, the shipped contracts, a temporary SQLite log."""
+    """Settings of the fast tier: HS256 tokens, the shipped contracts, a temporary SQLite log
+    (``synchronous=NORMAL``: durability is tested elsewhere)."""
     values: dict[str, Any] = {
         "env": "development",
+        "audit_sqlite_synchronous": "NORMAL",
         "jwt_algorithms": ["HS256"],
         "jwt_hs256_secret": SECRET,
         "contracts_dir": PROJECT_ROOT / "contracts",
@@ -111,6 +114,12 @@ def memory_redis(config: Settings) -> RedisConnection:
     return RedisConnection(config, pool_size=1, client=fakeredis.FakeRedis(decode_responses=True))
 
 
+@functools.lru_cache(maxsize=4)
+def contracts(directory: Path) -> ContractRegistry:
+    """The contracts of ``directory``, loaded once per process (a registry is immutable)."""
+    return ContractRegistry.load(directory)
+
+
 def deps(config: Settings, engine: ScriptedEngine | None = None) -> Deps:
     """``Deps`` with the real verifier, contracts, stores and recorder; fakes as listed above."""
     redis = memory_redis(config)
@@ -118,7 +127,7 @@ def deps(config: Settings, engine: ScriptedEngine | None = None) -> Deps:
     return Deps(
         settings=config,
         verifier=TokenVerifier(config),
-        contracts=ContractRegistry.load(config.contracts_dir),
+        contracts=contracts(config.contracts_dir),
         engine=engine or ScriptedEngine(),
         redis=redis,
         idempotency=IdempotencyStore.from_settings(redis, config),

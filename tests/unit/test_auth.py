@@ -92,7 +92,8 @@ def expect_401(verifier: TokenVerifier, headers: list[str]) -> Unauthenticated:
     assert exc.http_status == 401
     assert exc.message == GENERIC_MESSAGE
     assert exc.headers["WWW-Authenticate"].startswith("Bearer")
-    assert 'error="invalid_token"' in exc.headers["WWW-Authenticate"]
+    # RFC 6750 §3.1: an error attribute only when credentials were presented
+    assert ('error="invalid_token"' in exc.headers["WWW-Authenticate"]) is bool(headers)
     assert exc.log_detail
     for value in headers:
         token = value.partition(" ")[2].strip()
@@ -409,7 +410,7 @@ def test_jwt_025_concurrent_unknown_kids_fetch_at_most_once(server: JwksServer, 
     def worker(token: str) -> None:
         try:
             verifier.verify(bearer(token))
-        except BaseException as exc:  # noqa: BLE001 - collected and checked below
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=worker, args=(t,)) for t in tokens]
@@ -820,7 +821,7 @@ def test_cold_cache_concurrent_requests_fetch_once(server: JwksServer, now: int)
     def worker() -> None:
         try:
             results.append(verifier.verify(bearer(K1.token(baseline_claims(now)))))
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             results.append(exc)
 
     threads = [threading.Thread(target=worker) for _ in range(16)]
@@ -874,20 +875,22 @@ def test_jwks_cache_grace_period_then_dependency_unavailable() -> None:
 
 
 def test_jwks_cache_unknown_kid_cooldown() -> None:
+    """At most one unknown-kid refetch per cooldown; a fetch for any other reason (the first
+    one, an expiry) does not hold back the next unknown kid."""
     clock, fetcher = FakeClock(), FakeFetcher(jwks(K1))
     cache = _cache(fetcher, clock, lifespan_s=300)
     cache.get_keys("k1")
     assert cache.fetch_count == 1
-    assert cache.get_keys("nope") == ()  # within 5 s of the first fetch: no refetch
-    assert cache.fetch_count == 1
-    clock.t += 6
-    assert cache.get_keys("nope") == ()
-    assert cache.fetch_count == 2
     fetcher.document = jwks(K1, K2)
+    assert cache.get_keys("k2")  # published after the first fetch: one refetch finds it
+    assert cache.fetch_count == 2
+    assert cache.get_keys("nope") == ()  # within 5 s of that refetch: no other
+    assert cache.fetch_count == 2
+    fetcher.document = jwks(K1, K2, KA)
     clock.t += 1
-    assert cache.get_keys("k2") == ()  # cooldown: the new key waits
+    assert cache.get_keys("attacker") == ()  # cooldown: the new key waits
     clock.t += 5
-    assert cache.get_keys("k2")
+    assert cache.get_keys("attacker")
     assert cache.fetch_count == 3
 
 
@@ -985,3 +988,68 @@ def test_rsa_key_below_2048_bits_is_401(server: JwksServer, now: int) -> None:
     verifier = TokenVerifier(profile(server))
     expect_401(verifier, bearer(weak.token(baseline_claims(now))))
     expect_subject(verifier, bearer(K1.token(baseline_claims(now))))
+
+
+# --- token edge cases (RFC 7519 / 6750 / 8725) -------------------------------------------------
+
+
+def test_no_credentials_get_a_challenge_without_an_error_code(verifier: TokenVerifier) -> None:
+    """RFC 6750 §3.1: a request without authentication information gets no error attribute."""
+    exc = expect_401(verifier, [])
+    assert exc.headers["WWW-Authenticate"] == 'Bearer realm="toolgate"'
+    assert expect_401(verifier, ["Bearer x.y.z"]).headers["WWW-Authenticate"] == 'Bearer realm="toolgate", error="invalid_token"'
+
+
+def test_operators_can_require_more_claims(server: JwksServer, now: int) -> None:
+    verifier = TokenVerifier(profile(server, jwt_required_claims="exp,iss,aud,sub,jti,iat"))
+    expect_subject(verifier, bearer(K1.token(baseline_claims(now))))
+    exc = expect_401(verifier, bearer(K1.token(baseline_claims(now, jti=REMOVE))))
+    assert "jti" in (exc.log_detail or "")
+    expect_401(verifier, bearer(K1.token(baseline_claims(now, iat=REMOVE))))
+
+
+@pytest.mark.parametrize("claims", ["exp,iss,aud", "exp,iss,aud,sub,no spaces"])
+def test_required_claims_keep_the_base_four_and_sane_names(claims: str) -> None:
+    with pytest.raises(ValueError):
+        Settings(jwt_required_claims=claims)
+
+
+@pytest.mark.parametrize(
+    ("changes", "reason"),
+    [
+        (lambda now: {"exp": 10**300}, "ahead"),
+        (lambda now: {"exp": now + 10 * 366 * 86_400}, "ahead"),
+        (lambda now: {"iat": now - 400 * 86_400, "nbf": REMOVE}, "lives longer"),
+        (lambda now: {"iat": -1, "nbf": REMOVE}, "negative"),
+        (lambda now: {"nbf": now + 20, "exp": now + 10}, "nbf is after exp"),  # nbf within the leeway
+    ],
+    ids=["huge", "ten-years", "lifetime", "negative", "nbf-after-exp"],
+)
+def test_implausible_numeric_dates_are_refused(verifier: TokenVerifier, now: int, changes: Any, reason: str) -> None:
+    exc = expect_401(verifier, bearer(K1.token(baseline_claims(now, **changes(now)))))
+    assert reason in (exc.log_detail or "")
+
+
+def test_a_duplicate_payload_member_cannot_smuggle_a_tenant(verifier: TokenVerifier, now: int) -> None:
+    """The last of two ``tenant`` members would win in PyJWT; the signed payload is refused."""
+    body = json_bytes(baseline_claims(now))[:-1] + b',"tenant":"t-beta"}'
+    token = raw_jwt({"alg": "RS256", "typ": "JWT", "kid": "k1"}, body, K1.signer())
+    exc = expect_401(verifier, bearer(token))
+    assert "duplicate member 'tenant'" in (exc.log_detail or "")
+
+
+def test_a_newly_published_key_verifies_at_once_after_a_recent_fetch(server: JwksServer, now: int) -> None:
+    """An unknown kid refetches although the set was fetched a moment ago (cooldown 10 s counts
+    unknown-kid refetches only); a second unknown kid within the cooldown does not refetch."""
+    verifier = TokenVerifier(profile(server, jwt_jwks_cache_s=300))
+    expect_subject(verifier, bearer(K1.token(baseline_claims(now))))
+    server.set_jwks(jwks(K1, K2))
+    expect_subject(verifier, bearer(K2.token(baseline_claims(now))))
+    assert server.hits["/jwks.json"] == 2
+    expect_401(verifier, bearer(KA.token(baseline_claims(now), kid="unknown")))
+    assert server.hits["/jwks.json"] == 2
+
+
+def test_a_development_token_longer_than_the_gateway_accepts_is_not_minted() -> None:
+    with pytest.raises(ValueError, match="MAX_LIFETIME"):
+        mint_dev_token(Settings(), sub="u-1", tenant="t-1", roles=[], ttl_s=2 * 86_400)

@@ -67,8 +67,8 @@ def backend(request, redis_server):
     redis.close()
 
 
-def _scope(tenant: str = "acme", key: str | None = None) -> Scope:
-    return Scope(tenant, key or f"k-{uuid.uuid4().hex}")
+def _scope(tenant: str = "acme", key: str | None = None, subject: str = "u-1") -> Scope:
+    return Scope(tenant, subject, key or f"k-{uuid.uuid4().hex}")
 
 
 def _call(scope: Scope, *, subject: str = "u-1", lease_s: int = 60, retry_safe: bool = False, payload: str = "a") -> PendingCall:
@@ -117,15 +117,16 @@ def test_a_non_string_key_field_is_400():
 
 def test_redis_key_names_hide_the_user_key_and_share_one_slot():
     for key in ["*", "a:b", "{x}", "k}:lease", "a b", "[abc]"]:
-        record, lease = Scope("acme", key).redis_keys
+        record, lease = Scope("acme", "u-1", key).redis_keys
         assert key not in record.removeprefix("toolgate:idem:") and key not in lease.removeprefix("toolgate:idem:")
         assert key_slot(record.encode()) == key_slot(lease.encode())
         assert record.startswith("toolgate:idem:{") and record.endswith("}:record")
 
 
-def test_tenant_and_key_cannot_be_shifted_into_each_other():
-    pairs = [("a:b", "c"), ("a", "b:c"), ("a", "bc"), ("ab", "c"), ('a","b', "c"), ("a", '","bc')]
-    assert len({Scope(t, k).tag for t, k in pairs}) == len(pairs)
+def test_tenant_subject_and_key_cannot_be_shifted_into_each_other():
+    triples = [("a:b", "s", "c"), ("a", "s", "b:c"), ("a", "s", "bc"), ("ab", "s", "c"), ('a","b', "s", "c"),
+               ("a", "s", '","bc'), ("a", "s:c", "k"), ("a:s", "c", "k"), ("a", "sc", "k")]
+    assert len({Scope(t, s, k).tag for t, s, k in triples}) == len(triples)
 
 
 # --- the state machine ------------------------------------------------------------------------
@@ -216,7 +217,7 @@ def test_only_the_reserving_subject_may_report(backend):
     with pytest.raises(NotFound):
         store.complete(scope, "u-2", TICKET, token=token)
     with pytest.raises(NotFound):
-        store.fail(Scope("other-tenant", scope.key), "u-1", retryable=True, reason="x", token=token)
+        store.fail(Scope("other-tenant", "u-1", scope.key), "u-1", retryable=True, reason="x", token=token)
     with pytest.raises(NotFound):
         store.reserved_tool(scope, "u-2")
     assert store.reserved_tool(scope, "u-1") == ("createTicket", "1")
@@ -296,8 +297,19 @@ def test_operator_resolution(backend):
         store.resolve(gone, "completed")
     assert store.resolve(unknown, "completed") == "completed"
     assert store.inspect(unknown, _call(unknown).fingerprint, retry_safe=False) == Stored("completed", result=None)
-    assert store.resolve(unknown, "released") == "released"
+    assert store.resolve(unknown, "released") == "released"  # an operator corrects an operator
     assert store.inspect(unknown, _call(unknown).fingerprint, retry_safe=False) is None
+
+
+def test_a_completed_call_cannot_be_released(backend):
+    """Releasing a record the tool service reported completed would let a retry run it again."""
+    store, scope = backend.store(), _scope()
+    token, _ = store.claim(_call(scope))
+    store.complete(scope, "u-1", TICKET, token=token)
+    with pytest.raises(Conflict) as err:
+        store.resolve(scope, "released")
+    assert err.value.retryable is False and err.value.details == {"state": "completed"}
+    assert store.inspect(scope, _call(scope).fingerprint, retry_safe=False) == Stored("completed", result=TICKET)
 
 
 def test_settle_reserves_and_reports_the_lease(backend):
@@ -361,17 +373,17 @@ def test_scripts_reload_after_a_script_flush(backend):
 
 def test_hostile_keys_reach_only_their_own_record(backend):
     store = backend.store()
-    victim = Scope("acme", "k")
+    victim = Scope("acme", "u-1", "k")
     token, _ = store.claim(_call(victim))
     store.complete(victim, "u-1", TICKET, token=token)
     for key in ["*", "?", "[k]", "k*", "k:record", "{k}", "k}:record", "acme:k", " k", "k "]:
         for tenant in ("acme", "evil"):
-            attacker = Scope(tenant, key)
+            attacker = Scope(tenant, "u-1", key)
             call = _call(attacker)
             assert store.inspect(attacker, call.fingerprint, retry_safe=False) is None
             with pytest.raises(NotFound):
                 store.complete(attacker, "u-1", {"id": "pwned"})
-    evil = Scope("evil", "k")
+    evil = Scope("evil", "u-1", "k")
     assert store.inspect(evil, _call(evil).fingerprint, retry_safe=False) is None
     assert store.inspect(victim, _call(victim).fingerprint, retry_safe=False).result == TICKET
 
