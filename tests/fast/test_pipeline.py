@@ -45,7 +45,8 @@ def test_an_allowed_read_is_answered_and_recorded(deps, engine) -> None:
     policy_input = engine.inputs[0]
     assert policy_input["subject"] == {"id": "u-1", "tenant": "acme", "roles": ["admin"]}
     assert policy_input["tool"] == {
-        "name": "readFile", "version": "1", "registered": True, "mutating": False, "risk": "low", "output_labels": [],
+        "name": "readFile", "version": "1", "registered": True, "mutating": False, "risk": "low",
+        "output_labels": ["untrusted_content"],
     }
     [record] = fakes.records(deps)
     assert record.decision_id == progress.stage.call.decision_id == response.decision_id
