@@ -270,3 +270,21 @@ def test_limits_and_rate_limits_are_read_from_the_result() -> None:
     assert decision.rate_limits == (RateLimitSpec(id="r", scope="tenant", count=5, per_s=60),)
     twice = normalize({"decision": "allow", "limits": [{"id": "a", "scope": "subject", "window_s": 1, "max": 1}] * 2})
     assert twice.decision == "deny"
+
+
+def test_a_session_event_that_cannot_be_written_fails_the_call_and_gives_everything_back(deps, engine, monkeypatch) -> None:
+    """The event write is the one step after the key's claim; Redis failing exactly there is
+    scripted by replacing ``SessionStore.note`` (fakeredis cannot fail one script on demand)."""
+    engine.script = allow_with(ONE_DELETE)
+    real_note = deps.sessions.note
+
+    def down(*args: Any, **kwargs: Any) -> None:
+        raise DependencyUnavailable(log_detail="scripted: redis down at the event write")
+
+    monkeypatch.setattr(deps.sessions, "note", down)
+    error = delete(deps, "c-1", "d-1")
+    assert isinstance(error, DependencyUnavailable)
+    monkeypatch.setattr(deps.sessions, "note", real_note)
+    retried = delete(deps, "c-1", "d-1")  # the same key: released, so it reserves again
+    assert retried.decision == "allow" and retried.idempotency.state == "reserved"
+    assert [r.error_code for r in fakes.records(deps)] == ["DEPENDENCY_UNAVAILABLE", None]
