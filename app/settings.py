@@ -198,8 +198,9 @@ class SessionSettings(_Section):
         "the longest is also how long session events are kept.",
     )
     session_max_events: int = Field(
-        500, ge=10, le=10_000,
-        description="Session events kept per subject, the newest (older ones drop out; `input.session.truncated` says so).",
+        200, ge=10, le=10_000,
+        description="Session events kept and read per subject, the newest (each decide call reads them all); "
+        "`input.session.truncated` says when the window held more. Exact counts beyond it: `limits`.",
     )
     session_recent_calls: int = Field(
         20, ge=0, le=200, description="Recent calls shown in `input.session.recent`, with their non-sensitive arguments."

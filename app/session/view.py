@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from app.session.events import Event, Outcome
@@ -42,46 +43,56 @@ def window_name(seconds: int) -> str:
     return f"{seconds}s"
 
 
-def _scope_view(events: list[StoredEvent], windows: dict[str, int], now_ms: int) -> dict[str, Any]:
-    calls: dict[str, dict[str, int]] = {name: {} for name in windows}
-    denied: dict[str, dict[str, int]] = {name: {} for name in windows}
-    amounts: dict[str, dict[str, dict[str, float]]] = {name: {} for name in windows}
-    parties: dict[str, set[str]] = {name: set() for name in windows}
-    approved: set[str] = set()
-    read: set[str] = set()
-    written: set[str] = set()
-    labels: set[str] = set()
-    trusted: set[str] = set()
-    for stored in events:
-        event, age_ms = stored.event, now_ms - stored.time_ms
-        inside = [name for name, seconds in windows.items() if age_ms < seconds * 1000]
+class _Aggregate:
+    """The counts, sums and sets of one scope (the subject, or one conversation)."""
+
+    def __init__(self, windows: dict[str, int]) -> None:
+        self.calls: dict[str, dict[str, int]] = {name: {} for name in windows}
+        self.denied: dict[str, dict[str, int]] = {name: {} for name in windows}
+        self.amounts: dict[str, dict[str, dict[str, float]]] = {name: {} for name in windows}
+        self.parties: dict[str, set[str]] = {name: set() for name in windows}
+        self.approved: set[str] = set()
+        self.read: set[str] = set()
+        self.written: set[str] = set()
+        self.labels: set[str] = set()
+        self.trusted: set[str] = set()
+
+    def add(self, stored: StoredEvent, inside: list[str]) -> None:
+        """Count ``stored``, which lies inside the windows named ``inside``."""
+        event = stored.event
         if stored.executed:
             for name in inside:
-                calls[name][event.tool] = calls[name].get(event.tool, 0) + 1
-                sums = amounts[name].setdefault(event.tool, {})
-                for pointer, value in event.amounts.items():
-                    sums[pointer] = sums.get(pointer, 0) + value
-                parties[name].update(event.counterparties)
+                calls = self.calls[name]
+                calls[event.tool] = calls.get(event.tool, 0) + 1
+                if event.amounts:
+                    sums = self.amounts[name].setdefault(event.tool, {})
+                    for pointer, value in event.amounts.items():
+                        sums[pointer] = sums.get(pointer, 0) + value
+                self.parties[name].update(event.counterparties)
             if event.approved:
-                approved.add(event.tool)
-            (written if event.mutating else read).update(event.resources)
+                self.approved.add(event.tool)
+            (self.written if event.mutating else self.read).update(event.resources)
         elif event.decision == "deny":
             for name in inside:
-                denied[name][event.tool] = denied[name].get(event.tool, 0) + 1
-        if stored.outcome is not None and stored.outcome.state == "completed":
-            labels.update(stored.outcome.labels)
-            trusted.update(stored.outcome.trusted_counterparties)
-    return {
-        "calls": calls,
-        "denied": denied,
-        "amounts": {name: {tool: {p: _number(v) for p, v in sums.items()} for tool, sums in per_tool.items() if sums}
-                    for name, per_tool in amounts.items()},
-        "counterparties": {name: sorted(values) for name, values in parties.items()},
-        "approved_tools": sorted(approved),
-        "resources": {"read": sorted(read), "written": sorted(written)},
-        "labels": sorted(labels),
-        "trusted_counterparties": sorted(trusted),
-    }
+                denied = self.denied[name]
+                denied[event.tool] = denied.get(event.tool, 0) + 1
+        outcome = stored.outcome
+        if outcome is not None and outcome.state == "completed":
+            self.labels.update(outcome.labels)
+            self.trusted.update(outcome.trusted_counterparties)
+
+    def as_input(self) -> dict[str, Any]:
+        return {
+            "calls": self.calls,
+            "denied": self.denied,
+            "amounts": {name: {tool: {p: _number(v) for p, v in sums.items()} for tool, sums in per_tool.items()}
+                        for name, per_tool in self.amounts.items()},
+            "counterparties": {name: sorted(values) for name, values in self.parties.items()},
+            "approved_tools": sorted(self.approved),
+            "resources": {"read": sorted(self.read), "written": sorted(self.written)},
+            "labels": sorted(self.labels),
+            "trusted_counterparties": sorted(self.trusted),
+        }
 
 
 def _number(value: float) -> int | float:
@@ -120,13 +131,20 @@ class Snapshot:
     recent: int
 
     def as_input(self) -> dict[str, Any]:
-        """``input.session``."""
+        """``input.session``: one pass over the events for both scopes."""
         windows = {window_name(seconds): seconds for seconds in self.windows_s}
-        mine = [e for e in self.events if e.event.conversation == self.conversation]
+        limits_ms = [(name, seconds * 1000) for name, seconds in windows.items()]
+        subject, conversation = _Aggregate(windows), _Aggregate(windows)
+        for stored in self.events:
+            age_ms = self.now_ms - stored.time_ms
+            inside = [name for name, limit_ms in limits_ms if age_ms < limit_ms]
+            subject.add(stored, inside)
+            if stored.event.conversation == self.conversation:
+                conversation.add(stored, inside)
         return {
             "windows": windows,
-            "conversation": {"id": self.conversation, **_scope_view(mine, windows, self.now_ms)},
-            "subject": _scope_view(self.events, windows, self.now_ms),
+            "conversation": {"id": self.conversation, **conversation.as_input()},
+            "subject": subject.as_input(),
             "recent": [_recent(e) for e in self.events[: self.recent]],
             "truncated": self.truncated,
         }
@@ -161,8 +179,14 @@ def parse(flat: list[Any], events: list[Any], outcomes: list[Any], args: list[An
         stored.append(StoredEvent(
             decision_id=flat[index],
             time_ms=int(float(flat[index + 1])),
-            event=Event.decode(events[position]),
-            outcome=Outcome.decode(outcome) if outcome else None,
+            event=_event(events[position]),
+            outcome=_outcome(outcome) if outcome else None,
             args=json.loads(arg) if arg else None,
         ))
     return stored
+
+
+# Stored events never change and most of a session is read again on the subject's next call,
+# so each worker keeps the decoded form of the texts it read last (keyed by the text itself).
+_event = lru_cache(maxsize=8192)(Event.decode)
+_outcome = lru_cache(maxsize=2048)(Outcome.decode)
