@@ -62,7 +62,8 @@ def create_app(settings: Settings | None = None, deps: Deps | None = None) -> Fl
     """
     from flask import Flask
 
-    from app import web
+    from app import metrics, web
+    from app.about import version
     from app.logs import configure_logging
     from app.settings import load_settings
     from app.tracing import build_tracer
@@ -77,5 +78,6 @@ def create_app(settings: Settings | None = None, deps: Deps | None = None) -> Fl
     app.json.compact = True  # type: ignore[attr-defined]
     app.extensions["toolgate"] = deps or build_deps(settings)
     app.extensions["toolgate_tracer"] = build_tracer(settings)
+    metrics.BUILD_INFO.labels(version()).set(1)
     web.register(app)
     return app

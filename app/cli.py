@@ -20,6 +20,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from app.about import version
 from app.settings import PROJECT_ROOT, SettingsError, load_settings
 
 
@@ -140,24 +141,14 @@ def _idempotency_resolve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _version() -> str:
-    """The installed distribution's version (pyproject.toml)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("toolgate")
-    except PackageNotFoundError:  # running from a source tree that was never installed
-        return "unknown"
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(prog="toolgate", description="Policy decision point for AI tool calls.")
-    parser.add_argument("--version", action="version", version=f"toolgate {_version()}")
+    parser.add_argument("--version", action="version", version=f"toolgate {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the gateway under gunicorn")
-    serve.add_argument("--bind", help="HOST:PORT (default TOOLGATE_BIND or 127.0.0.1:8080)")
+    serve.add_argument("--bind", help="HOST:PORT (default TOOLGATE_BIND or 127.0.0.1:8081, behind the proxy)")
     serve.set_defaults(func=_serve)
 
     token = sub.add_parser("token", help="print a development token (refused in production)")
@@ -200,8 +191,10 @@ def build_parser() -> argparse.ArgumentParser:
     show.set_defaults(func=_idempotency_show)
 
     from app.audit.commands import add_audit_commands
+    from app.proxy.commands import add_proxy_commands
 
     add_audit_commands(sub)
+    add_proxy_commands(sub)
     return parser
 
 

@@ -25,6 +25,12 @@ Metrics (all counters end in ``_total``):
   (approved, rejected), ``toolgate_grants_rejected_total{reason}``.
 - ``toolgate_jwks_fetches_total{outcome}`` (ok, error).
 - ``toolgate_decision_log_failures_total``: decision records that could not be written.
+- ``toolgate_http_requests_total{method,route,status}``: every HTTP response, by route
+  template (``/v1/approvals/<approval_id>``, or ``unmatched``), never by raw path.
+- ``toolgate_http_request_seconds{method,route}``: histogram of request durations.
+- ``toolgate_build_info{version}``: 1, the version of the running toolgate.
+- ``toolgate_policy_revision_info{revision}``: 1 for the policy revision a worker last
+  decided with, 0 for the one before (per worker: ``liveall``).
 - ``toolgate_session_limits_total{outcome}`` (reserved, refused, given_back): limit shares;
   ``toolgate_rate_limited_total{scope}`` (tenant, subject): calls refused with 429.
 """
@@ -33,7 +39,7 @@ from __future__ import annotations
 
 import os
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import REGISTRY as DEFAULT_REGISTRY
 
 #: The phases of ``toolgate_phase_seconds`` (label ``phase``), in pipeline order.
@@ -80,10 +86,39 @@ JWKS_FETCHES = Counter("toolgate_jwks_fetches_total", "JWKS fetches by outcome: 
 DECISION_LOG_FAILURES = Counter(
     "toolgate_decision_log_failures_total", "Decision records that could not be written (the call failed with 503)."
 )
+HTTP_REQUESTS = Counter(
+    "toolgate_http_requests_total", "HTTP responses by method, route template and status.", ["method", "route", "status"]
+)
+HTTP_SECONDS = Histogram(
+    "toolgate_http_request_seconds",
+    "HTTP request durations in seconds, by method and route template.",
+    ["method", "route"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0),
+)
+BUILD_INFO = Gauge("toolgate_build_info", "1, labelled with the running toolgate version.", ["version"],
+                   multiprocess_mode="max")
+POLICY_REVISION = Gauge(
+    "toolgate_policy_revision_info",
+    "1 for the policy revision this worker last decided with, 0 for the one before.",
+    ["revision"],
+    multiprocess_mode="liveall",
+)
 SESSION_LIMITS = Counter(
     "toolgate_session_limits_total", "Limit shares by outcome: reserved, refused (the call was denied), given_back.", ["outcome"]
 )
 RATE_LIMITED = Counter("toolgate_rate_limited_total", "Decide calls refused with 429 RATE_LIMITED, by the limit's scope.", ["scope"])
+_revision = [""]
+
+
+def note_policy_revision(revision: str) -> None:
+    """Point ``toolgate_policy_revision_info`` at ``revision`` (cheap when it is unchanged)."""
+    previous = _revision[0]
+    if revision == previous:
+        return
+    if previous:
+        POLICY_REVISION.labels(previous).set(0)
+    POLICY_REVISION.labels(revision).set(1)
+    _revision[0] = revision
 
 
 def multiprocess_dir() -> str | None:

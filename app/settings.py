@@ -409,7 +409,10 @@ class ApprovalSettings(DeploymentSettings):
 class ServerSettings(_Section):
     """The HTTP server (gunicorn, gthread workers)."""
 
-    bind: str = Field("127.0.0.1:8080", description="HOST:PORT (or `unix:PATH`) to listen on.")
+    bind: str = Field(
+        "127.0.0.1:8081",
+        description="HOST:PORT (or `unix:PATH`) gunicorn listens on, behind the proxy (`TOOLGATE_PROXY_LISTEN`).",
+    )
     workers: int = Field(2, ge=1, le=64, description="gunicorn worker processes.")
     threads: int = Field(4, ge=1, le=256, description="Request threads per worker.")
     worker_connections: int = Field(
@@ -427,6 +430,24 @@ class ServerSettings(_Section):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
         "INFO", description="JSON log lines on stderr, one per request."
     )
+
+
+class ProxySettings(_Section):
+    """The reverse proxy (nginx) in front of gunicorn: it reads requests whole, with timeouts."""
+
+    proxy_listen: str = Field(
+        "127.0.0.1:8080",
+        pattern=r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}$",
+        description="HOST:PORT the proxy listens on: the gateway's public address.",
+    )
+    proxy_workers: int = Field(1, ge=1, le=64, description="nginx worker processes (each serves thousands of connections).")
+    proxy_max_connections: int = Field(
+        4096, ge=64, le=1_000_000, description="Connections one nginx worker holds at most (clients and upstream)."
+    )
+    proxy_client_timeout_s: int = Field(
+        10, ge=1, le=600, description="How long the proxy waits for each read of a client's headers or body, and each write."
+    )
+    proxy_keepalive_timeout_s: int = Field(30, ge=0, le=3600, description="How long an idle client connection stays open.")
 
 
 class ObservabilitySettings(_Section):
@@ -448,6 +469,7 @@ class ObservabilitySettings(_Section):
 SECTIONS: tuple[type[BaseModel], ...] = (
     DeploymentSettings,
     ServerSettings,
+    ProxySettings,
     RequestLimits,
     JwtSettings,
     EngineSettings,
@@ -473,6 +495,7 @@ class Settings(
     SessionSettings,
     AuditSettings,
     ServerSettings,
+    ProxySettings,
     ObservabilitySettings,
     BaseSettings,
 ):

@@ -15,6 +15,7 @@ command -v git >/dev/null || need_apt+=(git)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 command -v chattr >/dev/null || need_apt+=(e2fsprogs)
 command -v wrk >/dev/null || need_apt+=(wrk)  # load generator of the benchmark (bench/)
+[ -x /usr/sbin/nginx ] || need_apt+=(nginx)  # the proxy in front of gunicorn (app/proxy)
 if [ ${#need_apt[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq

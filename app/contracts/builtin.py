@@ -47,7 +47,8 @@ Money = Annotated[
     BeforeValidator(_json_number_only),
     Field(gt=0, max_digits=15, decimal_places=2),
     PlainSerializer(_decimal_to_json, return_type=int | float),
-    WithJsonSchema({"type": "number", "exclusiveMinimum": 0, "multipleOf": 0.01}),
+    # Not multipleOf 0.01: float arithmetic (ajv, jsonschema) says 19.99 is no multiple of it.
+    WithJsonSchema({"type": "number", "exclusiveMinimum": 0, "x-decimal-places": 2}),
 ]
 TrimmedTitle = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=120)]
 TrimmedText = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=5000)]

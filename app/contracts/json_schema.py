@@ -1,15 +1,29 @@
 """Contracts authored as JSON Schema (draft 2020-12 with format assertions for uuid, date,
 date-time and email). Unknown input fields are always rejected: an object schema that does not
 say otherwise gets ``additionalProperties: false``.
+
+``pattern`` runs on RE2 (google-re2), which matches in time linear in the input: Python's
+backtracking ``re`` turned a pattern like ``^(a+)+$`` into seconds of CPU on 25 characters. A
+pattern RE2 cannot compile (lookarounds, backreferences) is refused when the contract loads, and
+so is ``patternProperties`` (jsonschema matches property names with ``re``). RE2 is also
+stricter where it matters: its digit class is ASCII only and `$` does not match before a final newline.
+
+Money: ``multipleOf`` is checked exactly, in decimal (float division says 19.99 is no multiple
+of 0.01), and ``x-decimal-places: N`` says "at most N digits after the point" without a float in
+the schema, so a client that validates the published schema with float arithmetic agrees.
 """
 
 from __future__ import annotations
 
 import copy
+import functools
+from collections.abc import Iterator
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
+import re2
+from jsonschema import Draft202012Validator, validators
+from jsonschema.exceptions import SchemaError, ValidationError
 
 from app.contracts.contract import (
     JSON_SCHEMA_DIALECT,
@@ -24,6 +38,71 @@ from app.contracts.contract import (
 )
 
 _FORMAT_CHECKER = Draft202012Validator.FORMAT_CHECKER
+
+
+@functools.lru_cache(maxsize=4096)
+def _re2(pattern: str) -> Any:
+    """The compiled RE2 program of ``pattern``. Raises ``re2.error`` when RE2 refuses it."""
+    return re2.compile(pattern)
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
+    """The ``pattern`` keyword, on RE2 (jsonschema's own uses ``re.search``)."""
+    if validator.is_type(instance, "string") and _re2(pattern).search(instance) is None:
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _decimal(number: float | int) -> Decimal:
+    """The decimal a JSON number was written as (``repr`` of a float is its shortest form)."""
+    return Decimal(repr(number)) if isinstance(number, float) else Decimal(number)
+
+
+def _multiple_of(validator: Any, divisor: float | int, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
+    """``multipleOf`` in exact decimal arithmetic."""
+    if not validator.is_type(instance, "number"):
+        return
+    try:
+        remainder = _decimal(instance) % _decimal(divisor)
+    except InvalidOperation:  # beyond decimal's precision: a number this large has no such fraction
+        remainder = Decimal(0) if isinstance(instance, int) else Decimal(1)
+    if remainder != 0:
+        yield ValidationError(f"{instance!r} is not a multiple of {divisor}")
+
+
+def _decimal_places(validator: Any, places: int, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
+    """``x-decimal-places``: at most ``places`` digits after the decimal point."""
+    if validator.is_type(instance, "number") and not isinstance(instance, bool):
+        exponent = _decimal(instance).normalize().as_tuple().exponent
+        if isinstance(exponent, int) and -exponent > places:
+            yield ValidationError(f"{instance!r} has more than {places} decimal places")
+
+
+_Validator = validators.extend(
+    Draft202012Validator, {"pattern": _pattern, "multipleOf": _multiple_of, "x-decimal-places": _decimal_places}
+)
+
+
+def _linear_time_patterns(schema: Any, source: str, key: str) -> None:
+    """Refuse what would run on a backtracking engine: a ``pattern`` RE2 cannot compile, and
+    any ``patternProperties``. Raises ``ContractLoadError``."""
+    if isinstance(schema, list):
+        for item in schema:
+            _linear_time_patterns(item, source, key)
+        return
+    if not isinstance(schema, dict):
+        return
+    if "patternProperties" in schema:
+        raise ContractLoadError(f"{source}: {key} uses patternProperties, which contracts do not support")
+    pattern = schema.get("pattern")
+    if isinstance(pattern, str):
+        try:
+            _re2(pattern)
+        except re2.error as exc:
+            raise ContractLoadError(
+                f"{source}: {key} pattern {pattern!r} is not supported by the linear-time engine (RE2): {exc}"
+            ) from None
+    for value in schema.values():
+        _linear_time_patterns(value, source, key)
 
 
 def _strict_objects(schema: Any) -> Any:
@@ -41,7 +120,7 @@ def _strict_objects(schema: Any) -> Any:
 
 
 def _validator(schema: dict[str, Any], sensitive: tuple[str, ...], what: str) -> Validate:
-    validator = Draft202012Validator(schema, format_checker=_FORMAT_CHECKER)
+    validator = _Validator(schema, format_checker=_FORMAT_CHECKER)
 
     def validate(data: Any) -> Any:
         problems: list[Problem] = []
@@ -81,6 +160,7 @@ def contract_from_schema(
             raise ContractLoadError(f"{source}: {key} is not a valid JSON Schema: {exc.message}") from None
         if schema.get("type") != "object" and key == "input_schema":
             raise ContractLoadError(f"{source}: input_schema must be of type object")
+        _linear_time_patterns(schema, source, key)
     out = schemas.get("output_schema")
     return ToolContract(
         meta=meta,

@@ -108,6 +108,7 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
         **optional,
         ai_sdk_status=ai_sdk_status(decision, outcome.presented),
     )
+    metrics.note_policy_revision(response.policy_revision)
     return progress.reach(
         advance(
             prepared, Decided, decision=decision, approval=outcome.approval, idempotency=idempotency, response=response,

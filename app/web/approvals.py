@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, jsonify
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from app.bodies import parse_body
 from app.decide import answers
 from app.models import ApprovalAnswerBody, ApprovalListResponse, ApprovalResponse, Subject
 from app.web.auth import require_subject
+from app.web.body import request_body
 from app.web.context import current_deps, request_facts
 from app.web.query import ascii_digits, parse_query
 from app.web.requests import log_fields, request_id
@@ -77,7 +78,7 @@ def answer_approval(subject: Subject, approval_id: str) -> Response:
     already answered or expired, 503 Redis down or no signing key configured.
     """
     deps = current_deps()
-    body = parse_body(ApprovalAnswerBody, request.get_data(cache=False), "request does not match the approval answer schema")
+    body = parse_body(ApprovalAnswerBody, request_body(), "request does not match the approval answer schema")
     log_fields(approval_id=approval_id[:64], approved=body.approved)
     approval, grant = answers.answer(deps, request_facts(), subject, approval_id, body)
     log_fields(decision_id=approval.answer.decision_id if approval.answer else None)

@@ -9,6 +9,7 @@ from flask import Blueprint, Response, after_this_request, jsonify, request
 from app.decide.phases import Phases
 from app.decide.pipeline import decide as run_decide
 from app.decide.stages import Authenticated, DecideCall, Decided, Parsed, Progress, Received
+from app.web.body import request_body
 from app.web.context import current_deps
 from app.web.requests import log_fields, request_id, trace_phases, traceparent
 
@@ -32,7 +33,7 @@ def decide() -> Response:
     call = DecideCall(
         request_id=request_id(),
         authorization=tuple(request.headers.getlist("Authorization")),
-        body=request.get_data(cache=False),
+        body=request_body(),
         idempotency_key=request.headers.get("Idempotency-Key"),
         traceparent=header,
     )

@@ -13,7 +13,7 @@ import datetime as dt
 import re
 from typing import Annotated
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, jsonify
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator
 
 from app.audit.access import auditor_scope

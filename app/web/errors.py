@@ -9,6 +9,7 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from app import metrics
 from app.errors import InternalError, NotFound, ToolgateError, ValidationFailed
+from app.web.body import TOO_LARGE
 from app.web.requests import log_fields, request_id
 
 log = logging.getLogger(__name__)
@@ -28,7 +29,7 @@ def render(error: ToolgateError):
 
 def _http_exception(exc: HTTPException):
     if isinstance(exc, RequestEntityTooLarge):
-        return render(ValidationFailed("request body is too large", http_status=413))
+        return render(ValidationFailed(TOO_LARGE, http_status=413))
     if exc.code == 404:
         return render(NotFound("no such endpoint"))
     if exc.code == 405:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, jsonify
 
 from app.decide import reports
 from app.idempotency.store import Report
 from app.models import ExecutionReportResponse, Subject
 from app.web.auth import require_subject
+from app.web.body import request_body
 from app.web.context import current_deps, request_facts
 from app.web.requests import log_fields, request_id
 
@@ -28,7 +29,7 @@ def complete(subject: Subject, key: str) -> Response:
     VALIDATION_ERROR (body schema, or the result does not match the tool's output schema),
     503 (Redis).
     """
-    return _answer(key, reports.complete(current_deps(), request_facts(), subject, key, request.get_data(cache=False)))
+    return _answer(key, reports.complete(current_deps(), request_facts(), subject, key, request_body()))
 
 
 @bp.post("/v1/executions/<path:key>/fail")
@@ -41,7 +42,7 @@ def fail(subject: Subject, key: str) -> Response:
     "released"``); ``false`` stores the failure for the retention time and replays it to
     retries (``state: "failed"``). Headers, answer and errors as ``complete``.
     """
-    return _answer(key, reports.fail(current_deps(), request_facts(), subject, key, request.get_data(cache=False)))
+    return _answer(key, reports.fail(current_deps(), request_facts(), subject, key, request_body()))
 
 
 def _answer(key: str, report: Report) -> Response:

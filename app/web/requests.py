@@ -10,11 +10,15 @@ import uuid
 
 from flask import Flask, Response, current_app, g, request
 
+from app import metrics
 from app.tracing import FinishedRequest, RequestTracer
+from app.vocabulary import REQUEST_ID_PATTERN
 
 log = logging.getLogger("toolgate.request")
 
-_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_REQUEST_ID = re.compile(REQUEST_ID_PATTERN)
+#: Method label values (anything else counts as "other": label values never come from callers).
+_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"})
 # W3C Trace Context §3.2: version-traceid-parentid-flags, lower-case hex, ids not all zeros;
 # a later version may append "-..." fields (§4.3), version ff is invalid.
 _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-(?!0{32})([0-9a-f]{32})-(?!0{16})([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$")
@@ -58,13 +62,18 @@ def _before() -> None:
 def _after(response: Response) -> Response:
     response.headers["X-Request-Id"] = request_id()
     response.headers.setdefault("Cache-Control", "no-store")
+    elapsed = time.perf_counter() - g.get("started", time.perf_counter())
+    route = request.url_rule.rule if request.url_rule else "unmatched"
+    method = request.method if request.method in _METHODS else "other"
+    metrics.HTTP_REQUESTS.labels(method, route, str(response.status_code)).inc()
+    metrics.HTTP_SECONDS.labels(method, route).observe(elapsed)
     fields = {
         "event": "request",
         "request_id": request_id(),
         "method": request.method,
         "path": request.path,
         "status": response.status_code,
-        "duration_ms": round((time.perf_counter() - g.get("started", time.perf_counter())) * 1000, 3),
+        "duration_ms": round(elapsed * 1000, 3),
     }
     _, trace_id = traceparent()
     if trace_id:

@@ -90,3 +90,25 @@ def test_errors_are_counted_by_code(metrics_client):
     assert resp.status_code == 401
     after = _value(_scrape(metrics_client), "toolgate_errors_total", code="UNAUTHENTICATED")
     assert after == before + 1
+
+
+def test_http_requests_are_counted_by_route_template_never_by_raw_path(metrics_client):
+    before = _scrape(metrics_client)
+    approvals = {"method": "GET", "route": "/v1/approvals/<approval_id>", "status": "401"}
+    unmatched = {"method": "GET", "route": "unmatched", "status": "404"}
+    for suffix in ("ap_1", "ap_2", "anything-at-all"):
+        metrics_client.get(f"/v1/approvals/{suffix}")
+    metrics_client.get("/v1/no/such/path/" + "x" * 50)
+    after = _scrape(metrics_client)
+    assert _value(after, "toolgate_http_requests_total", **approvals) - _value(before, "toolgate_http_requests_total", **approvals) == 3
+    assert _value(after, "toolgate_http_requests_total", **unmatched) - _value(before, "toolgate_http_requests_total", **unmatched) == 1
+    assert "anything-at-all" not in after and "x" * 50 not in after
+    assert _value(after, "toolgate_http_request_seconds_count", method="GET", route="unmatched") >= 1
+
+
+def test_build_and_policy_revision_are_exposed(metrics_client):
+    decision = metrics_client.post("/v1/decide", json=decide_body("readFile", {"path": "/srv/reports/q1.csv"}),
+                                   headers=auth("u-1", "acme", ["support_agent"])).get_json()
+    text = _scrape(metrics_client)
+    assert _value(text, "toolgate_build_info", version="0.1.0") == 1
+    assert _value(text, "toolgate_policy_revision_info", revision=decision["policy_revision"]) == 1

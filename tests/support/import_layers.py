@@ -18,9 +18,10 @@ from dataclasses import dataclass
 import grimp
 
 LAYERS = ("entry", "decide", "adapters", "base")
-_BASE = {"errors", "settings", "models", "vocabulary", "timefmt", "jwa", "bodies", "fingerprint", "metrics", "logs"}
-_ADAPTERS = {"auth", "contracts", "engine", "policy", "policy_testing", "idempotency", "approvals", "audit", "session",
-             "redis_client", "tracing"}
+_BASE = {"errors", "settings", "models", "vocabulary", "timefmt", "jwa", "bodies", "fingerprint", "metrics", "logs",
+         "about"}
+_ADAPTERS = {"auth", "contracts", "engine", "policy", "policy_testing", "idempotency", "approvals", "audit",
+             "session", "redis_client", "tracing", "proxy"}
 
 
 def layer_of(module: str) -> str:
