@@ -157,7 +157,7 @@ class RequestLimits(_Section):
 
 
 class RedisSettings(_Section):
-    """The Redis connection (idempotency, approvals)."""
+    """The Redis connection (idempotency, approvals, sessions)."""
 
     redis_url: str = Field("redis://127.0.0.1:6379/0", description="A standalone Redis, or any node of a Redis Cluster.")
     redis_cluster: bool = Field(False, description="`true`: `TOOLGATE_REDIS_URL` names a node of a Redis Cluster.")
@@ -190,7 +190,7 @@ def parse_rate(text: str) -> tuple[int, int]:
 
 
 class SessionSettings(_Section):
-    """The session the policy reads (``input.session``), its limits and rate limits (docs/session.md)."""
+    """The session: what the policy reads as input.session, its limits and rate limits (docs/session.md)."""
 
     session_windows_s: CsvList = Field(
         ["60", "3600", "86400"],

@@ -11,9 +11,9 @@ policies that differ only in their session rules:
 
 The calls alternate between readFile (read-only) and processPayment with a fresh key
 (mutating), one subject per policy, so each session fills up to ``TOOLGATE_SESSION_MAX_EVENTS``
-events (the worst case a snapshot reads) before the timed rounds. Rounds alternate between the
-two policies so that drift hits both alike. Reported per call in µs (median over rounds of the
-mean): the whole pipeline, and its session phases (``session`` snapshot, ``limits``
+events (the worst case a snapshot reads) before the timed rounds. Each round interleaves the
+two policies call by call so that load from elsewhere hits both alike. Reported per call in µs
+(median over rounds of the mean): the whole pipeline, and its session phases (``session`` snapshot, ``limits``
 admission, ``note`` event). The decision log is SQLite at ``synchronous=NORMAL`` so that fsyncs
 do not drown the difference.
 """
@@ -120,19 +120,21 @@ class Variant:
         self.deps.redis.close()
 
 
-def _round(variant: Variant, calls: int) -> dict[str, float]:
-    """Mean µs per call of ``calls`` calls: ``total`` and each session phase."""
-    sums = dict.fromkeys(("total", *PHASES), 0.0)
+def _round(variants: list[Variant], calls: int) -> dict[str, dict[str, float]]:
+    """``calls`` calls of each variant, interleaved one by one (so that load from elsewhere hits
+    both alike); mean µs per call of ``total`` and each session phase, by variant."""
+    sums = {v.name: dict.fromkeys(("total", *PHASES), 0.0) for v in variants}
     for _ in range(calls):
-        ms = variant.call()
-        for phase in sums:
-            sums[phase] += ms.get(phase, 0.0)
-    return {phase: total * 1000 / calls for phase, total in sums.items()}
+        for variant in variants:
+            ms = variant.call()
+            for phase in sums[variant.name]:
+                sums[variant.name][phase] += ms.get(phase, 0.0)
+    return {name: {phase: total * 1000 / calls for phase, total in row.items()} for name, row in sums.items()}
 
 
 def run(calls: int, rounds: int, max_events: int) -> dict[str, Any]:
-    """Warm both variants up to a full session, then time ``rounds`` alternating rounds of
-    ``calls`` calls; returns the result document."""
+    """Warm both variants up to a full session, then time ``rounds`` rounds of ``calls``
+    interleaved calls each; returns the result document."""
     workdir = Path(tempfile.mkdtemp(prefix="toolgate-bench-session-"))
     stack = Stack(workdir / "stack")
     stack.workdir.mkdir(parents=True)
@@ -142,12 +144,11 @@ def run(calls: int, rounds: int, max_events: int) -> dict[str, Any]:
         variants = [Variant(name, policy, workdir, stack.redis_url, max_events)
                     for name, policy in (("plain", PLAIN), ("session", WITH_SESSION))]
         _log(f"warm-up: {max_events + 100} calls per policy (a full session of {max_events} events)")
-        for variant in variants:
-            _round(variant, max_events + 100)
+        _round(variants, max_events + 100)
         figures: dict[str, list[dict[str, float]]] = {v.name: [] for v in variants}
         for number in range(rounds):
-            for variant in variants:
-                figures[variant.name].append(_round(variant, calls))
+            for name, row in _round(variants, calls).items():
+                figures[name].append(row)
             _log(f"round {number + 1}/{rounds}: " + ", ".join(
                 f"{name} {rows[-1]['total']:.0f} µs" for name, rows in figures.items()))
         medians = {name: {phase: round(statistics.median(r[phase] for r in rows), 1) for phase in rows[0]}

@@ -10,6 +10,7 @@ name, and every key of one subject sits in one Redis Cluster slot::
     toolgate:sess:{<tag>}:args        hash: decision id -> redacted arguments (the recent calls only)
     toolgate:sess:{<tag>}:shares      hash: decision id -> the limit shares it holds (JSON)
     toolgate:sess:{<tag>}:limit:<h>   sorted set: "<decision id>:<units>" -> reservation time (ms)
+    toolgate:sess:{<tag>}:limit:<h>:sum  string: the units of that set's members
     toolgate:sess:{<tag>}:rate:<h>    string: the GCRA theoretical arrival time (epoch ms)
 
 A tenant's rate limits have a tag of their own (``["tenant", tenant]``)::

@@ -67,28 +67,37 @@ redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return 1
 """)
 
-# KEYS: shares, then one limit set per share. ARGV: id, the shares JSON expected under id
-# ('' = not linked to an event yet: give back unconditionally), then one member per share.
-# Gives back a call's reserved units once (1), or does nothing (0: already given back).
+# KEYS: shares, then per share its limit set and the set's sum. ARGV: id, the shares JSON
+# expected under id ('' = not linked to an event yet: give back unconditionally), then one
+# member per share. Gives back a call's reserved units once (1), or does nothing (0: already
+# given back). A member that already left its window is not in its set any more: nothing to
+# give back there.
 RELEASE = LuaScript("""
 if ARGV[2] ~= '' then
   if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
   redis.call('HDEL', KEYS[1], ARGV[1])
 end
-for i = 2, #KEYS do redis.call('ZREM', KEYS[i], ARGV[i + 1]) end
+for i = 1, (#KEYS - 1) / 2 do
+  local member = ARGV[i + 2]
+  if redis.call('ZREM', KEYS[2 * i], member) == 1 then
+    redis.call('DECRBY', KEYS[2 * i + 1], string.match(member, ':(%d+)$'))
+  end
+end
 return 1
 """)
 
-# KEYS: n_rate GCRA keys, then one limit set per limit. ARGV: now_ms, n_rate, commit ('1'|'0'),
-# member prefix (the decision id), then per rate limit: emission_ms, period_ms; then per limit:
-# window_ms, max units, units.
+# KEYS: n_rate GCRA keys, then per limit its set and the set's sum. ARGV: now_ms, n_rate,
+# commit ('1'|'0'), member prefix (the decision id), then per rate limit: emission_ms,
+# period_ms; then per limit: window_ms, max units, units.
 #
 # Rate limits (GCRA): a call is over when its theoretical arrival time would lie more than a
 # period ahead. Any over: {'rate_limited', index, ms to wait}, nothing written. Else (commit)
-# every arrival time moves on. Limits: the units reserved in the window plus this call's must
-# not exceed the maximum. One over: {'limit_reached', index, units used}, no unit reserved
-# (the rate limits still count the call: it got a decision). Else (commit) each limit set gets
-# "<id>:<units>" at now: {'admitted'}. Without commit nothing is written (a dry run).
+# every arrival time moves on. Limits: a set holds "<id>:<units>" by reservation time and its
+# sum the units of its members, so the units in the window are the sum less the members that
+# left the window (removed here, when committing). The units in the window plus this call's
+# must not exceed the maximum. One over: {'limit_reached', index, units used}, no unit
+# reserved (the rate limits still count the call: it got a decision). Else (commit) each set
+# gets the call's member: {'admitted'}. Without commit nothing is written (a dry run).
 ADMIT = LuaScript("""
 local now, n_rate, commit, id = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3] == '1', ARGV[4]
 local at, arrivals, worst, which = 5, {}, 0, 0
@@ -105,22 +114,26 @@ if commit then
   for i = 1, n_rate do redis.call('SET', KEYS[i], string.format('%.3f', arrivals[i]), 'PX', math.ceil(arrivals[i] - now)) end
 end
 local limits = {}
-for j = 1, #KEYS - n_rate do
-  local key = KEYS[n_rate + j]
+for j = 1, (#KEYS - n_rate) / 2 do
+  local set, total = KEYS[n_rate + 2 * j - 1], KEYS[n_rate + 2 * j]
   local window, max, units = tonumber(ARGV[at]), tonumber(ARGV[at + 1]), ARGV[at + 2]
   at = at + 3
-  if commit then redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window) end
-  local used = 0
-  for _, member in ipairs(redis.call('ZRANGEBYSCORE', key, '(' .. (now - window), '+inf')) do
-    used = used + tonumber(string.match(member, ':(%d+)$'))
+  local used = tonumber(redis.call('GET', total) or '0')
+  local gone = redis.call('ZRANGEBYSCORE', set, '-inf', now - window)
+  for _, member in ipairs(gone) do used = used - tonumber(string.match(member, ':(%d+)$')) end
+  if commit and #gone > 0 then
+    redis.call('ZREMRANGEBYSCORE', set, '-inf', now - window)
+    redis.call('SET', total, used)
   end
   if used + tonumber(units) > max then return {'limit_reached', j, used} end
-  limits[j] = {key, window, units}
+  limits[j] = {set, total, window, units}
 end
 if commit then
   for _, limit in ipairs(limits) do
-    redis.call('ZADD', limit[1], now, id .. ':' .. limit[3])
-    redis.call('PEXPIRE', limit[1], limit[2])
+    redis.call('ZADD', limit[1], now, id .. ':' .. limit[4])
+    redis.call('INCRBY', limit[2], limit[4])
+    redis.call('PEXPIRE', limit[1], limit[3])
+    redis.call('PEXPIRE', limit[2], limit[3])
   end
 end
 return {'admitted'}

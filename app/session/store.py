@@ -44,6 +44,11 @@ class Admission:
     used_units: int = 0
 
 
+def _with_sum(limit_key: str) -> tuple[str, str]:
+    """A limit set's key and the key of its running sum (same slot)."""
+    return limit_key, limit_key + ":sum"
+
+
 def _shares_json(shares: Sequence[Share]) -> str:
     return json.dumps([[share.key, share.member] for share in shares], separators=(",", ":"))
 
@@ -94,12 +99,12 @@ class SessionStore:
         tenant_rates = [r for r in rates if r.scope == "tenant"]
         if tenant_rates:
             tenant = TenantKeys(subject.tenant)
-            self._admit(now, [tenant.rate(r.id) for r in tenant_rates], tenant_rates, [], [], decision_id, commit)
+            self._admit(now, [tenant.rate(r.id) for r in tenant_rates], tenant_rates, [], decision_id, commit)
         subject_rates = [r for r in rates if r.scope == "subject"]
         limit_keys = [subject.limit(spec, conversation) for spec, _ in limits]
         reply = self._admit(
-            now, [subject.rate(r.id) for r in subject_rates] + limit_keys, subject_rates, limits, limit_keys,
-            decision_id, commit,
+            now, [subject.rate(r.id) for r in subject_rates] + [k for key in limit_keys for k in _with_sum(key)],
+            subject_rates, limits, decision_id, commit,
         )
         if reply[0] == "limit_reached":
             spec = limits[int(reply[1]) - 1][0]
@@ -112,7 +117,7 @@ class SessionStore:
 
     def _admit(
         self, now: int, keys: list[str], rates: Sequence[RateLimitSpec], limits: Sequence[tuple[LimitSpec, int]],
-        limit_keys: list[str], decision_id: str, commit: bool,
+        decision_id: str, commit: bool,
     ) -> list[Any]:
         args: list[str | int] = [now, len(rates), "1" if commit else "0", decision_id]
         for rate in rates:
@@ -150,7 +155,7 @@ class SessionStore:
             return False
         expected = _shares_json(shares) if linked else ""
         released = self.redis.eval(
-            "session give back", scripts.RELEASE, [keys.events[4], *(s.key for s in shares)],
+            "session give back", scripts.RELEASE, [keys.events[4], *(k for s in shares for k in _with_sum(s.key))],
             [decision_id, expected, *(s.member for s in shares)],
         )
         if released:

@@ -82,7 +82,7 @@ def test_every_key_of_a_subject_is_in_one_slot_and_names_no_caller_text(redis, s
     store.admit(keys, decision_id=_id(), conversation=None, rates=[RateLimitSpec(id="t", scope="tenant", count=5, per_s=60)],
                 limits=[], commit=True)
     session_keys = _all_keys(redis, "toolgate:sess:*")
-    assert len(session_keys) == 7  # timeline, events, outcomes, args, shares, one limit, one rate
+    assert len(session_keys) == 8  # timeline, events, outcomes, args, shares, a limit and its sum, a rate
     assert len({key_slot(k.encode()) for k in session_keys}) == 1
     [tenant_key] = _all_keys(redis, "toolgate:rate:*")
     assert tenant_key == TenantKeys("acme").rate("t")
@@ -234,3 +234,19 @@ def test_conversation_ids_pick_different_limit_sets_and_none_is_one_of_them() ->
     assert keys.limit(per_subject, "c-1") == keys.limit(per_subject, "c-2") == keys.limit(per_subject, None)
     assert keys.limit(per_subject, None) != keys.limit(per_conversation, None)
     assert str(uuid.uuid4()) not in keys.prefix
+
+
+def test_units_that_left_their_window_are_not_counted_nor_given_back_twice(redis) -> None:
+    store = _store(redis)
+    keys = SubjectKeys("acme", "u-1")
+    limit = LimitSpec(id="two", scope="subject", window_s=1, max=2)
+    first = _id()
+    old = store.admit(keys, decision_id=first, conversation=None, rates=[], limits=[(limit, UNIT)], commit=True)
+    store.note(keys, first, _event(), args="", shares=old.shares)
+    time.sleep(1.1)
+    for _ in range(2):
+        assert store.admit(keys, decision_id=_id(), conversation=None, rates=[], limits=[(limit, UNIT)], commit=True).refused is None
+    assert store.give_back(keys, first, old.shares, linked=True) is True  # its unit had already left the window
+    refused = store.admit(keys, decision_id=_id(), conversation=None, rates=[], limits=[(limit, UNIT)], commit=True)
+    assert refused.refused == limit and refused.used_units == 2 * UNIT
+    assert redis.run("t", lambda c: c.get(keys.limit(limit, None) + ":sum")) == str(2 * UNIT)
