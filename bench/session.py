@@ -12,9 +12,9 @@ policies that differ only in their session rules:
 The calls alternate between readFile (read-only) and processPayment with a fresh key
 (mutating), one subject per policy, so each session fills up to ``TOOLGATE_SESSION_MAX_EVENTS``
 events (the worst case a snapshot reads) before the timed rounds. Each round interleaves the
-two policies call by call so that load from elsewhere hits both alike. Reported per call in µs
-(median over rounds of the mean): the whole pipeline, and its session phases (``session`` snapshot, ``limits``
-admission, ``note`` event). The decision log is SQLite at ``synchronous=NORMAL`` so that fsyncs
+two policies call by call so that load from elsewhere hits both alike. Reported per call in
+µs (median over rounds of the mean): the whole pipeline, and its session phases (``session``
+snapshot, ``limits`` admission, ``note`` event). The decision log is SQLite at ``synchronous=NORMAL`` so that fsyncs
 do not drown the difference.
 """
 

@@ -7,6 +7,8 @@
 #   approval_required contains reason if { ... }  # a human must approve first
 #   allow if { ... }                              # the call is fine as it is
 #   approver_roles := ["approver"]                # optional: who may approve this family's calls
+#   limits contains lib.count_limit(...)          # optional: counts and budgets the gateway
+#                                                 # reserves when the call is allowed
 #
 # Resolution: deny > user-approval > allow > default deny. A verified approval
 # (`input.approval`, set only by the gateway after it verified a signed grant) satisfies
@@ -19,6 +21,8 @@
 package toolgate
 
 import rego.v1
+
+import data.toolgate.lib
 
 # --- subject and tool --------------------------------------------------------------------
 
@@ -131,9 +135,9 @@ approver_id := object.get(input.approval, ["approver", "id"], "an approver")
 
 # --- the decision --------------------------------------------------------------------------
 
-default decision := {"decision": "deny", "reasons": ["no policy rule allows this call"]}
+default verdict := {"decision": "deny", "reasons": ["no policy rule allows this call"]}
 
-decision := {"decision": "deny", "reasons": sort(deny_reasons)} if {
+verdict := {"decision": "deny", "reasons": sort(deny_reasons)} if {
 	count(deny_reasons) > 0
 } else := {
 	"decision": "user-approval",
@@ -155,3 +159,21 @@ decision := {"decision": "deny", "reasons": sort(deny_reasons)} if {
 } else := {"decision": "allow", "reasons": ["allowed by policy"]} if {
 	allowed
 }
+
+# --- what the gateway enforces (docs/session.md) -----------------------------------------------
+
+# Counts and budgets of the families (`limits contains lib.count_limit(...)`), reserved
+# atomically by the gateway when the call is allowed; rate limits from policy data
+# (data.rate_limits), counted on every decision. Members appear only when there are some.
+family_limits := sort([limit | some family; some limit in data.tools[family].limits])
+
+rate_limit_list := sort([rate | some rate in lib.rate_limits])
+
+limits_member := {"limits": family_limits} if {
+	verdict.decision == "allow"
+	count(family_limits) > 0
+} else := {}
+
+rate_limits_member := {"rate_limits": rate_limit_list} if count(rate_limit_list) > 0 else := {}
+
+decision := object.union(verdict, object.union(limits_member, rate_limits_member))

@@ -145,7 +145,8 @@ test_family_approver_roles_override_default if {
 test_verified_approval_satisfies_approval_required if {
 	doc := with_approval(call_input(admin, "processPayment", big_payment), approval_by(["approver"]))
 	d := toolgate.decision with input as doc
-	d == {"decision": "allow", "reasons": ["payment over 1000 needs approval (approved by u-9)"]}
+	object.remove(d, ["limits"]) == {"decision": "allow", "reasons": ["payment over 1000 needs approval (approved by u-9)"]}
+	d.limits == [{"id": "payments.daily_budget", "scope": "subject", "window_s": 86400, "max": 10000, "amount_field": "/amount"}]
 }
 
 test_approval_by_a_role_that_may_not_approve_is_not_enough if {

@@ -12,9 +12,14 @@
 #   limit needs approval (as for send_money: raising a standing order moves money too); an
 #   amount <= 0 is denied; anything else is allowed.
 # - update_password: always needs the account holder's confirmation.
+# - Provenance (docs/session.md): a recipient that a trusted tool result named in this
+#   conversation (get_scheduled_transactions) counts as known; a transfer in a conversation
+#   that holds untrusted content and private data needs approval (the rule of two).
 package tools.banking
 
 import rego.v1
+
+import data.toolgate.lib
 
 approver_roles := ["account_holder"]
 
@@ -59,6 +64,13 @@ known_ibans contains normalize_iban(tenant.own_iban) if is_string(tenant.own_iba
 known_recipient(iban) if {
 	is_string(iban)
 	normalize_iban(iban) in known_ibans
+}
+
+known_recipient(iban) if {
+	is_string(iban)
+	some named in input.session.conversation.trusted_counterparties
+	is_string(named)
+	normalize_iban(named) == normalize_iban(iban)
 }
 
 positive(amount) if {
@@ -151,4 +163,12 @@ allow if {
 
 approval_required contains "password change needs the account holder's confirmation" if {
 	call_of("update_password")
+}
+
+# --- the rule of two (docs/session.md) -------------------------------------------------------
+
+approval_required contains "untrusted content, private data and an outgoing transfer in one conversation" if {
+	some name in {"send_money", "schedule_transaction", "update_scheduled_transaction"}
+	call_of(name)
+	lib.rule_of_two
 }

@@ -126,7 +126,7 @@ test_transfer_approval_needs_account_holder_role if {
 test_non_positive_amount_denied if {
 	every amount in [0, -0.01, -100, "10", null] {
 		d := decision("send_money", transfer(known_iban, amount))
-		d == {"decision": "deny", "reasons": ["transfer amount must be a positive number"]}
+		object.remove(d, ["rate_limits"]) == {"decision": "deny", "reasons": ["transfer amount must be a positive number"]}
 	}
 }
 
@@ -261,4 +261,52 @@ test_other_versions_and_tools_untouched if {
 	other := call_input(emma, "processPayment", transfer(attacker_iban, -1))
 	not banking.allow with input as other
 	count(banking.deny) == 0 with input as other
+}
+
+# --- session: provenance, the rule of two, rate limits (docs/session.md) ----------------------
+
+with_session(doc, conversation) := object.union(doc, {"session": {"conversation": conversation}})
+
+in_session(name, args, conversation, labels) := d if {
+	doc := with_session(
+		object.union(call_input(emma, name, args), {"tool": {"name": name, "version": "1", "registered": true,
+			"mutating": true, "risk": "high", "output_labels": labels}}),
+		conversation,
+	)
+	d := data.toolgate.decision with input as doc
+}
+
+test_a_recipient_named_by_a_trusted_result_is_known if {
+	conversation := {"labels": ["private_data"], "trusted_counterparties": ["gb33 bukb 2020 1555 5555 55"]}
+	d := in_session("send_money", transfer("GB33BUKB20201555555555", 50), conversation, ["external_comms"])
+	d.decision == "allow"
+	e := in_session("send_money", transfer("GB33BUKB20201555555555", 50), {}, ["external_comms"])
+	e.reasons == ["recipient is not a known payee"]
+}
+
+test_rule_of_two_asks_for_approval_even_for_a_known_payee if {
+	conversation := {"labels": ["private_data", "untrusted_content"], "trusted_counterparties": []}
+	d := in_session("send_money", transfer(known_iban, 50), conversation, ["external_comms"])
+	d.decision == "user-approval"
+	d.reasons == ["untrusted content, private data and an outgoing transfer in one conversation"]
+	private_only := in_session("send_money", transfer(known_iban, 50), {"labels": ["private_data"]}, ["external_comms"])
+	private_only.decision == "allow"
+}
+
+test_the_approved_rule_of_two_is_allowed if {
+	conversation := {"labels": ["private_data", "untrusted_content"]}
+	doc := object.union(
+		with_session(object.union(call_input(emma, "send_money", transfer(known_iban, 50)),
+			{"tool": {"name": "send_money", "version": "1", "registered": true, "output_labels": ["external_comms"]}}),
+			conversation),
+		{"approval": {"approval_id": "ap-1", "approved": true, "approver": {"id": "emma", "roles": ["account_holder"]}}},
+	)
+	d := data.toolgate.decision with input as doc
+	d.decision == "allow"
+}
+
+test_transfers_carry_the_rate_limit_of_policy_data if {
+	d := decision("send_money", transfer(known_iban, 50))
+	d.rate_limits == [{"id": "data.tool.send_money", "scope": "subject", "count": 10, "per_s": 60}]
+	not decision("get_balance", {}).rate_limits
 }

@@ -3,6 +3,9 @@
 # - readFile: allowed for the roles granted it in data.roles (support_agent, admin).
 # - deleteFile: denied unless the tenant enables it (data.tenants[<tenant>].allow_delete_file);
 #   then allowed for the roles granted it (admin).
+# - deleteFile: at most one per conversation and data.files.deletes_per_day (default 20) per
+#   subject in 24 hours, as limits the gateway reserves atomically (docs/session.md): a new or
+#   absent conversation id does not reset the daily count.
 # - Both: the path must be absolute and free of control characters (U+0000-U+001F, U+007F)
 #   and backslashes; paths with `..` segments, paths at or under /proc, /sys or /dev
 #   (kernel pseudo-filesystems: /proc/self/root/... reaches the whole filesystem) and paths at
@@ -11,6 +14,8 @@
 package tools.files
 
 import rego.v1
+
+import data.toolgate.lib
 
 file_tools := {"deleteFile", "readFile"}
 
@@ -136,3 +141,11 @@ allow if {
 	valid_path
 	tenant_allows_delete
 }
+
+# --- session limits (docs/session.md) -----------------------------------------------------
+
+deletes_per_day := data.files.deletes_per_day if is_number(data.files.deletes_per_day) else := 20
+
+limits contains lib.count_limit("files.delete_per_conversation", "conversation", 86400, 1) if call_of("deleteFile")
+
+limits contains lib.count_limit("files.deletes_per_day", "subject", 86400, deletes_per_day) if call_of("deleteFile")

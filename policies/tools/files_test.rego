@@ -133,8 +133,30 @@ test_review_paths_allowed_for_granted_roles if {
 			d == {"decision": "allow", "reasons": ["allowed by policy"]}
 		}
 		d := data.toolgate.decision with input as call_input(admin, "deleteFile", path)
-		d == {"decision": "allow", "reasons": ["allowed by policy"]}
+		object.remove(d, ["limits"]) == {"decision": "allow", "reasons": ["allowed by policy"]}
 	}
+}
+
+test_a_delete_is_allowed_under_its_limits if {
+	d := data.toolgate.decision with input as call_input(admin, "deleteFile", "/srv/tmp/old.log")
+	d.limits == [
+		{"id": "files.delete_per_conversation", "scope": "conversation", "window_s": 86400, "max": 1},
+		{"id": "files.deletes_per_day", "scope": "subject", "window_s": 86400, "max": 20},
+	]
+	e := data.toolgate.decision with input as call_input(admin, "deleteFile", "/srv/tmp/old.log")
+		with data.files.deletes_per_day as 3
+	e.limits[1].max == 3
+}
+
+test_a_denied_delete_reserves_nothing if {
+	d := data.toolgate.decision with input as call_input(admin, "deleteFile", "/etc/shadow")
+	d.decision == "deny"
+	not d.limits
+}
+
+test_a_read_has_no_limits if {
+	d := data.toolgate.decision with input as call_input(admin, "readFile", "/srv/a")
+	not d.limits
 }
 
 test_secret_list_from_data if {

@@ -2,10 +2,15 @@
 #
 # Only roles granted processPayment in data.roles may pay (admin). A payment above the
 # approval threshold (data.thresholds.payment_approval_amount, overridable per tenant with
-# data.tenants[<tenant>].payment_approval_amount) needs approval by role `approver`.
+# data.tenants[<tenant>].payment_approval_amount) needs approval by role `approver`. Each
+# subject pays at most data.thresholds.daily_payment_budget (overridable per tenant with
+# data.tenants[<tenant>].daily_payment_budget) in 24 hours: a budget the gateway reserves
+# atomically when a payment is allowed and gives back when it fails (docs/session.md).
 package tools.payments
 
 import rego.v1
+
+import data.toolgate.lib
 
 approver_roles := ["approver"]
 
@@ -41,4 +46,12 @@ allow if {
 	call_of("processPayment")
 	positive_amount
 	amount <= approval_threshold
+}
+
+daily_budget := data.tenants[input.subject.tenant].daily_payment_budget if {
+	is_number(data.tenants[input.subject.tenant].daily_payment_budget)
+} else := data.thresholds.daily_payment_budget
+
+limits contains lib.budget_limit("payments.daily_budget", "subject", 86400, daily_budget, "/amount") if {
+	call_of("processPayment")
 }

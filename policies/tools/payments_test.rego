@@ -91,3 +91,23 @@ test_other_tools_untouched if {
 	count(payments.approval_required) == 0 with input as doc
 	count(payments.deny) == 0 with input as doc
 }
+
+# --- the daily budget (docs/session.md) ------------------------------------------------------
+
+test_an_allowed_payment_reserves_its_amount_under_the_daily_budget if {
+	d := data.toolgate.decision with input as call_input(admin, payment(250))
+	d.decision == "allow"
+	d.limits == [{"id": "payments.daily_budget", "scope": "subject", "window_s": 86400, "max": 10000, "amount_field": "/amount"}]
+}
+
+test_a_tenant_sets_its_own_budget if {
+	d := data.toolgate.decision with input as call_input(admin, payment(250))
+		with data.tenants.acme.daily_payment_budget as 500
+	d.limits[0].max == 500
+}
+
+test_a_payment_that_needs_approval_reserves_nothing_yet if {
+	d := data.toolgate.decision with input as call_input(admin, payment(5000))
+	d.decision == "user-approval"
+	not d.limits
+}
