@@ -44,9 +44,12 @@ def sidecar_url(request):
     proc.wait(timeout=10)
 
 
-def test_both_engines_decide_identically(make_app, sidecar_url):
+def test_both_engines_decide_identically(make_app, sidecar_url, redis_server):
+    # Each engine decides against a session of its own (another Redis database): a case's call
+    # under one engine must not count in the other's session (one delete per conversation).
     embedded = make_app().test_client()
-    sidecar = make_app(engine="opa", opa_url=sidecar_url, opa_read_timeout_ms=2000).test_client()
+    other_db = redis_server.url.rsplit("/", 1)[0] + "/1"
+    sidecar = make_app(engine="opa", opa_url=sidecar_url, opa_read_timeout_ms=2000, redis_url=other_db).test_client()
     mismatches = []
     for case in CASES:
         a = decide_case(embedded, case).get_json()

@@ -15,6 +15,7 @@ from app.audit.queries import DecisionQuery
 from app.audit.stores import open_decision_log
 from app.cli import main
 from tests.conftest import CONTRACTS_DIR
+from tests.support.calls import auth, decide_body
 from tests.support.idempotency import decide, report, ticket, ticket_input
 from tests.support.servers import RedisServer
 
@@ -180,7 +181,10 @@ def test_retry_safe_lease_expiry_reclaims_and_a_late_complete_is_refused(app_on,
     busy = decide(client, "deleteFile", call, key="del-1", **admin)
     assert busy.status_code == 409 and busy.headers["Retry-After"] in ("1", "2")  # the contract's lease
     time.sleep(2.1)
-    second = decide(client, "deleteFile", call, key="del-1", **admin)
+    # The expired lease keeps its share of "one delete per conversation" spent (the first call
+    # may have run), so the re-claim is sent in another conversation.
+    body = decide_body("deleteFile", call, context={"conversation_id": "c-reclaim"})
+    second = client.post("/v1/decide", json=body, headers={**auth("u-1", "acme", ["admin"]), "Idempotency-Key": "del-1"})
     assert _state(second) == "reserved"
     old_token = first.get_json()["idempotency"]["reservation_token"]
     new_token = second.get_json()["idempotency"]["reservation_token"]
