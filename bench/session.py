@@ -82,12 +82,14 @@ class Variant:
         (policy_dir / "toolgate").mkdir(parents=True)
         (policy_dir / "toolgate" / "decision.rego").write_text(policy)
         self.name = name
-        self.settings = Settings(
-            engine="embedded", policy_dir=policy_dir, contracts_dir=PROJECT_ROOT / "contracts", redis_url=redis_url,
-            redis_socket_timeout_ms=2000, session_max_events=max_events, audit_dsn=str(workdir / name / "decisions.sqlite"),
-            audit_sqlite_synchronous="NORMAL", jwt_algorithms=["HS256"], log_level="WARNING",
-            jwt_hs256_secret="bench-session-hs256-secret-of-at-least-32-bytes",
-        )
+        values: dict[str, Any] = {
+            "engine": "embedded", "policy_dir": policy_dir, "contracts_dir": PROJECT_ROOT / "contracts",
+            "redis_url": redis_url, "redis_socket_timeout_ms": 2000, "session_max_events": max_events,
+            "audit_dsn": str(workdir / name / "decisions.sqlite"), "audit_sqlite_synchronous": "NORMAL",
+            "jwt_algorithms": ["HS256"], "log_level": "WARNING",
+            "jwt_hs256_secret": "bench-session-hs256-secret-of-at-least-32-bytes",
+        }
+        self.settings = Settings(**values)
         self.deps = build_deps(self.settings)
         self.token = "Bearer " + mint_dev_token(self.settings, sub=f"bench-{name}", tenant="acme", roles=["admin"])
         self.calls = 0
@@ -186,10 +188,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-events", type=int, help="TOOLGATE_SESSION_MAX_EVENTS for both policies (default: the setting's default)")
     parser.add_argument("--out", type=Path, help="write the results as JSON to this file")
     args = parser.parse_args(argv)
-    from app.settings import Settings
+    from app.settings import SessionSettings
 
+    default_events = SessionSettings.model_fields["session_max_events"].default
     try:
-        results = run(args.calls, args.rounds, args.max_events or Settings().session_max_events)
+        results = run(args.calls, args.rounds, args.max_events or default_events)
     except (RuntimeError, OSError) as exc:
         print(f"bench.session: {exc}", file=sys.stderr)
         return 2

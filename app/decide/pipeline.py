@@ -74,17 +74,7 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
         presented_approval = presented.check(validated, reservation, deps.approvals)
     prepared = progress.reach(advance(validated, Prepared, reservation=reservation, presented=presented_approval))
     outcome, admitted = _decision(deps, prepared, phases)
-    with phases.measure("reserve"):
-        allowed = outcome.decision.decision == "allow"
-        try:
-            idempotency = deps.idempotency.settle(reservation) if reservation is not None and allowed else None
-        except ToolgateError:
-            session_step.give_back(prepared, admitted, deps.sessions)
-            raise
-    shares = None
-    if not dry_run:
-        with phases.measure("note"):
-            shares = _note(deps, prepared, outcome, admitted, idempotency)
+    idempotency, shares = _reserve_and_note(deps, prepared, outcome, admitted, phases)
     decision = outcome.decision
     # Unregistered tools: name and version are caller input, so one fixed label value for both.
     tool = prepared.tool
@@ -139,18 +129,30 @@ def _decision(deps: Deps, stage: Prepared, phases: Phases) -> tuple[ApprovalOutc
         return approval_outcome.settle(stage, admitted.decision, deps.approvals), admitted
 
 
-def _note(
-    deps: Deps, stage: Prepared, outcome: ApprovalOutcome, admitted: session_step.Admitted,
-    idempotency: IdempotencyInfo | None,
-) -> tuple[Share, ...]:
-    """The call's session event; when it cannot be written the call fails (503) and gives
-    back its key and shares first."""
-    try:
-        return session_step.note(stage, outcome, admitted, idempotency, deps.sessions)
-    except ToolgateError:
-        session_step.give_back(stage, admitted, deps.sessions)
-        _release_key(deps, stage, idempotency)
-        raise
+def _reserve_and_note(
+    deps: Deps, stage: Prepared, outcome: ApprovalOutcome, admitted: session_step.Admitted, phases: Phases
+) -> tuple[IdempotencyInfo | None, tuple[Share, ...] | None]:
+    """An allow with a key reserves it (or replays its record); then, outside a dry run, the
+    call's event joins its session. Returns the ``idempotency`` answer and the limit shares the
+    event holds (None: a dry run, no event). A call that fails here (its key taken meanwhile,
+    409; Redis gone, 503) gives back its shares and its key first."""
+    reservation = stage.reservation
+    with phases.measure("reserve"):
+        try:
+            allowed = outcome.decision.decision == "allow"
+            idempotency = deps.idempotency.settle(reservation) if reservation is not None and allowed else None
+        except ToolgateError:
+            session_step.give_back(stage, admitted, deps.sessions)
+            raise
+    if stage.request.dry_run:
+        return idempotency, None
+    with phases.measure("note"):
+        try:
+            return idempotency, session_step.note(stage, outcome, admitted, idempotency, deps.sessions)
+        except ToolgateError:
+            session_step.give_back(stage, admitted, deps.sessions)
+            _release_key(deps, stage, idempotency)
+            raise
 
 
 def ai_sdk_status(decision: PolicyDecision, presented_approval: Presented) -> AiSdkStatus:

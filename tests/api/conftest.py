@@ -44,6 +44,9 @@ def base_settings(jwks_server: JwksServer, redis_server, tmp_path) -> dict[str, 
         "jwt_jwks_cache_s": 2,
         "jwt_jwks_refetch_cooldown_s": 10,
         "redis_url": redis_server.url,
+        # Every decide call reads and writes its session in Redis: a loaded test machine must
+        # not turn a slow answer into a 503 (tests of timeouts set their own).
+        "redis_socket_timeout_ms": 2000,
         "audit_dsn": str(tmp_path / "decisions.sqlite"),
         "approval_keys": "k-test:" + "a" * 32 + ",k-old:" + "b" * 32,
         "log_level": "WARNING",

@@ -28,8 +28,7 @@ session := input.session
 tool := input.tool.name
 
 limits := [
-	{"id": "delete.conversation", "scope": "conversation", "window_s": 86400, "max": 1,
-	 "message": "one delete per conversation"},
+	{"id": "delete.conversation", "scope": "conversation", "window_s": 86400, "max": 1, "message": "one delete per conversation"},
 	{"id": "delete.subject", "scope": "subject", "window_s": 86400, "max": 3, "message": "at most 3 deletes a day"},
 ] if {
 	tool == "deleteFile"

@@ -109,7 +109,7 @@ def test_events_are_trimmed_to_the_newest_and_args_to_the_recent(redis) -> None:
     assert [e.event.tool for e in snapshot.events] == [f"t{n}" for n in range(14, 4, -1)]
     assert snapshot.truncated is False  # the older ones are gone, not hidden
     assert [e.args for e in snapshot.events[:4]] == [{"n": 14}, {"n": 13}, {"n": 12}, None]
-    timeline, events, outcomes, args, _ = keys.events
+    timeline, events, _, args, _ = keys.events
     assert redis.run("t", lambda c: c.zcard(timeline)) == 10 and redis.run("t", lambda c: c.hlen(events)) == 10
     assert redis.run("t", lambda c: c.hlen(args)) <= 4
     assert 86_390_000 < redis.run("t", lambda c: c.pttl(timeline)) <= 86_400_000
