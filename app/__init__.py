@@ -19,10 +19,15 @@ if TYPE_CHECKING:
 
 
 def build_deps(
-    settings: Settings, *, engine: PolicyEngine | None = None, contracts: ContractRegistry | None = None
+    settings: Settings,
+    *,
+    engine: PolicyEngine | None = None,
+    contracts: ContractRegistry | None = None,
+    capability_engine: PolicyEngine | None = None,
 ) -> Deps:
-    """Build the collaborators from settings (no network, no engine loaded yet). ``engine`` and
-    ``contracts`` may be passed in already built (tests share one across apps).
+    """Build the collaborators from settings (no network, no engine loaded yet). ``engine``,
+    ``capability_engine`` and ``contracts`` may be passed in already built (tests share them
+    across apps).
 
     Raises ``SettingsError`` for an unusable key configuration and ``ContractLoadError`` for a
     bad contract.
@@ -52,6 +57,8 @@ def build_deps(
         decision_log=decision_store,
         decision_reader=decision_store,
         recorder=Recorder(decision_store, key_hash_secret=settings.audit_key_hash_secret.get_secret_value()),
+        capability_engine=capability_engine
+        or build_engine(settings.model_copy(update={"decision_path": settings.capability_path})),
     )
 
 

@@ -8,6 +8,7 @@
     toolgate idempotency show --tenant T --subject S --key K
     toolgate --version
     toolgate audit query|export|verify|purge ...   (app.audit.commands)
+    toolgate mcp [--transport http|stdio] [--bind HOST:PORT] [--upstream NAME=COMMAND|NAME=URL]   (app.mcp.commands)
 
 Exit codes: 0 success, 1 a check failed (policy tests, replay errors), 2 usage or settings error.
 """
@@ -191,10 +192,12 @@ def build_parser() -> argparse.ArgumentParser:
     show.set_defaults(func=_idempotency_show)
 
     from app.audit.commands import add_audit_commands
+    from app.mcp.commands import add_mcp_command
     from app.proxy.commands import add_proxy_commands
 
     add_audit_commands(sub)
     add_proxy_commands(sub)
+    add_mcp_command(sub)
     return parser
 
 

@@ -308,6 +308,14 @@ class ToolListResponse(BaseModel):
     request_id: str
 
 
+class CapabilitiesResponse(BaseModel):
+    """``GET /v1/capabilities``: the contracts the caller may use (the policy's capability
+    document allows them for the caller's roles and tenant, whatever the input)."""
+
+    tools: list[ToolDescription]
+    request_id: str
+
+
 class DecisionRecord(BaseModel):
     """A decision log record (DESIGN §6); ``hash`` = SHA-256 of the RFC 8785 JSON of every other
     field, ``prev_hash`` the previous record's hash in the tenant chain."""

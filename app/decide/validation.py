@@ -8,6 +8,7 @@ from typing import Any
 
 from app.bodies import parse_body
 from app.contracts.registry import ContractRegistry
+from app.contracts.upstream_schema import validate_upstream_input
 from app.decide.stages import Authenticated, Parsed, ToolFacts, Validated, advance
 from app.errors import ValidationFailed
 from app.fingerprint import fingerprint
@@ -45,10 +46,13 @@ def parse(stage: Authenticated, contracts: ContractRegistry, limits: RequestLimi
 
 
 def validate(stage: Parsed, settings: ContractSettings) -> Validated:
-    """Validate the input against the contract, or size-check the input of a dynamic tool (one
-    without a contract: assumed mutating and high risk). Raises ``ValidationFailed`` (422) with
-    ``details.problems``."""
+    """Validate the input against the contract, or check the input of a dynamic tool (one
+    without a contract: assumed mutating and high risk): its size, and its upstream definition's
+    input schema when the call has one (``DecideCall.tool_definition``). Raises
+    ``ValidationFailed`` (422) with ``details.problems``."""
     request, contract = stage.request, stage.contract
+    definition = stage.call.tool_definition
+    annotations = definition.annotations if definition else None
     if contract is None:
         size = len(json.dumps(request.input, separators=(",", ":"), ensure_ascii=False).encode())
         limit = settings.dynamic_tool_max_input_bytes
@@ -58,11 +62,14 @@ def validate(stage: Parsed, settings: ContractSettings) -> Validated:
                 http_status=422,
                 details={"problems": [{"path": "/input", "message": f"larger than {limit} bytes"}]},
             )
-        normalized, tool = request.input, ToolFacts(request.tool, request.version, False, True, "high")
+        if definition is not None:
+            validate_upstream_input(definition.input_schema, request.input)
+        normalized = request.input
+        tool = ToolFacts(request.tool, request.version, False, True, "high", annotations)
     else:
         normalized = contract.validate_input(request.input)
         meta = contract.meta
-        tool = ToolFacts(meta.name, meta.version, True, meta.mutating, meta.risk, meta.output_labels)
+        tool = ToolFacts(meta.name, meta.version, True, meta.mutating, meta.risk, annotations, meta.output_labels)
     try:
         input_fingerprint: str | None = fingerprint(stage.subject.tenant, stage.subject.id, tool.name, tool.version, normalized)
     except ValidationFailed:

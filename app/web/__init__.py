@@ -4,7 +4,20 @@ from __future__ import annotations
 
 from flask import Flask
 
-from app.web import approvals, decide, decisions, errors, executions, health, metrics, openapi, requests, tools
+from app.web import (
+    approvals,
+    authzen,
+    capabilities,
+    decide,
+    decisions,
+    errors,
+    executions,
+    health,
+    metrics,
+    openapi,
+    requests,
+    tools,
+)
 
 
 def register(app: Flask) -> None:
@@ -12,5 +25,5 @@ def register(app: Flask) -> None:
     requests.register(app)
     errors.register(app)
     for blueprint in (decide.bp, tools.bp, health.bp, openapi.bp, metrics.bp, executions.bp, approvals.bp,
-                      decisions.bp):
+                      decisions.bp, capabilities.bp, authzen.bp):
         app.register_blueprint(blueprint)

@@ -68,3 +68,16 @@ def test_the_shipped_money_type_publishes_no_float_multiple() -> None:
     amount = payment.input_schema["properties"]["amount"]
     assert "multipleOf" not in amount and amount["x-decimal-places"] == 2
     assert payment.validate_input({"amount": 19.99, "currency": "EUR", "recipient": "acct_42"})["amount"] == 19.99
+
+
+def test_an_upstream_schema_runs_on_the_linear_time_engine_too() -> None:
+    """An MCP upstream's inputSchema is untrusted: its patterns run on RE2, and one RE2 cannot
+    run makes the schema unusable (nothing is forwarded unchecked)."""
+    from app.contracts.upstream_schema import usable_schema, validate_upstream_input
+
+    with pytest.raises(ValidationFailed):
+        validate_upstream_input(schema(pattern="^(a+)+$"), {"s": "a" * 50_000 + "b"})
+    assert not usable_schema(schema(pattern="^(?=x)x$"))
+    with pytest.raises(ValidationFailed) as info:
+        validate_upstream_input(schema(pattern="^(?=x)x$"), {"s": "x"})
+    assert "not usable" in info.value.message

@@ -13,11 +13,13 @@ from tests.support.opa_server import Behaviour
 from tests.support.servers import free_port
 
 ALLOWED_CALL = decide_body("readFile", {"path": "/srv/reports/q1.csv"})
-HEADERS = auth(roles=["support_agent"])
+def _support_agent() -> dict[str, str]:
+    """A fresh token per request: a token minted at import would expire in a long suite."""
+    return auth(roles=["support_agent"])
 
 
 def _decide(client):
-    return client.post("/v1/decide", json=ALLOWED_CALL, headers=HEADERS)
+    return client.post("/v1/decide", json=ALLOWED_CALL, headers=_support_agent())
 
 
 def test_control_the_sidecar_allows_this_call(sidecar_client, opa_server):

@@ -9,11 +9,13 @@ import pytest
 
 from tests.support.calls import auth, decide_body
 
-HEADERS = auth(roles=["support_agent"])
+def _support_agent() -> dict[str, str]:
+    """A fresh token per request: a token minted at import would expire in a long suite."""
+    return auth(roles=["support_agent"])
 
 
-def _post(client, data, *, content_type="application/json", headers=HEADERS):
-    return client.post("/v1/decide", data=data, headers={**headers, "Content-Type": content_type})
+def _post(client, data, *, content_type="application/json", headers=None):
+    return client.post("/v1/decide", data=data, headers={**(headers or _support_agent()), "Content-Type": content_type})
 
 
 def _error(resp, status, code="VALIDATION_ERROR"):
@@ -106,17 +108,17 @@ def test_unregistered_tool_name_is_a_decision_not_an_error(client):
 
 def test_bad_request_id_is_replaced(client):
     resp = client.post("/v1/decide", json=decide_body("readFile", {"path": "/srv/a"}),
-                       headers={**HEADERS, "X-Request-Id": "bad id\twith spaces"})
+                       headers={**_support_agent(), "X-Request-Id": "bad id\twith spaces"})
     assert resp.headers["X-Request-Id"] != "bad id\twith spaces"
     good = client.post("/v1/decide", json=decide_body("readFile", {"path": "/srv/a"}),
-                       headers={**HEADERS, "X-Request-Id": "req-123:abc"})
+                       headers={**_support_agent(), "X-Request-Id": "req-123:abc"})
     assert good.headers["X-Request-Id"] == "req-123:abc"
     assert good.get_json()["request_id"] == "req-123:abc"
 
 
 def test_unknown_route_and_method_are_structured(client):
     _error(client.get("/v1/nothing-here"), 404, "NOT_FOUND")
-    resp = client.get("/v1/decide", headers=HEADERS)
+    resp = client.get("/v1/decide", headers=_support_agent())
     _error(resp, 405)
     assert "POST" in resp.headers["Allow"]
 
@@ -128,7 +130,7 @@ def test_uncaught_exception_is_500_without_leak(app, client, monkeypatch):
         raise RuntimeError("secret internal detail")
 
     monkeypatch.setattr(deps.engine, "evaluate", explode)
-    resp = client.post("/v1/decide", json=decide_body("readFile", {"path": "/srv/a"}), headers=HEADERS)
+    resp = client.post("/v1/decide", json=decide_body("readFile", {"path": "/srv/a"}), headers=_support_agent())
     body = _error(resp, 500, "INTERNAL_ERROR")
     assert "secret internal detail" not in resp.get_data(as_text=True)
     assert body["error"]["message"] == "internal error"
@@ -162,7 +164,7 @@ def test_sensitive_paths_apply_to_unknown_versions(client, app):
 
 
 def test_double_slash_report_is_not_redirected_to_another_key(client):
-    resp = client.post("/v1/executions//pay-1/complete", json={"result": {}}, headers=HEADERS)
+    resp = client.post("/v1/executions//pay-1/complete", json={"result": {}}, headers=_support_agent())
     assert resp.status_code == 404
     assert "Location" not in resp.headers
 
@@ -170,7 +172,7 @@ def test_double_slash_report_is_not_redirected_to_another_key(client):
 def test_comma_in_idempotency_key_is_refused(client):
     """Repeated header lines arrive joined with commas; such a key is ambiguous."""
     body = decide_body("createTicket", {"title": "t", "description": "d", "clientMutationId": "6f1c2b1e-9a8d-4c3b-8e7f-1a2b3c4d5e6f"})
-    resp = client.post("/v1/decide", json=body, headers={**HEADERS, "Idempotency-Key": "d1,d2"})
+    resp = client.post("/v1/decide", json=body, headers={**_support_agent(), "Idempotency-Key": "d1,d2"})
     _error(resp, 400)
 
 

@@ -120,8 +120,9 @@ def contracts(directory: Path) -> ContractRegistry:
     return ContractRegistry.load(directory)
 
 
-def deps(config: Settings, engine: ScriptedEngine | None = None) -> Deps:
-    """``Deps`` with the real verifier, contracts, stores and recorder; fakes as listed above."""
+def deps(config: Settings, engine: ScriptedEngine | None = None, capability_engine: ScriptedEngine | None = None) -> Deps:
+    """``Deps`` with the real verifier, contracts, stores and recorder; fakes as listed above
+    (the capability engine is scripted too: by default every tool may be used)."""
     redis = memory_redis(config)
     log = FailingLog(open_decision_log(config.audit_dsn))
     return Deps(
@@ -136,6 +137,7 @@ def deps(config: Settings, engine: ScriptedEngine | None = None) -> Deps:
         decision_log=log,
         decision_reader=log.store,
         recorder=Recorder(log, key_hash_secret=config.audit_key_hash_secret.get_secret_value()),
+        capability_engine=capability_engine or ScriptedEngine(),
     )
 
 

@@ -1,0 +1,226 @@
+"""AuthZEN Authorization API 1.0 (OpenID, https://openid.net/specs/authorization-api-1_0.html)
+mapped onto dry-run decide calls: toolgate as the external PDP of another gateway.
+
+One access evaluation ``{subject, action, resource, context?}`` becomes one dry-run decide
+call of the authenticated caller (nothing reserved, no approval opened, recorded as
+``decide_dry_run``):
+
+- ``resource {"type": "tool", "id": T, "properties"?: {"version"?: V}}`` with ``action.name``
+  ``tools/call`` (the COAZ-MCP default mapping) or ``call``: tool ``T`` version ``V`` (default
+  ``1``), input ``action.properties.arguments`` (default ``{}``);
+- any other resource: tool ``action.name``, input ``{"resource": {type, id, properties?},
+  "action"?: action.properties}`` (an API gateway's "may alice GET /orders/7?");
+- ``context`` becomes the untrusted decide ``context``.
+
+The subject is never taken from the body: ``subject.id`` must be the verified caller's id
+(its ``type`` is not interpreted), else the evaluation is refused (403).
+
+Answer: ``{"decision": true}`` only for ``allow``; ``deny`` and ``user-approval`` are
+``false``. The decision ``context`` carries ``decision_id``, ``toolgate_decision`` and
+``reasons`` (``reason`` too when not allowed). Unknown request members are ignored, as the
+specification requires.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from app.bodies import parse_body
+from app.decide.deps import Deps
+from app.decide.phases import Phases
+from app.decide.pipeline import decide
+from app.decide.stages import DecideCall, Progress
+from app.errors import DependencyUnavailable, Forbidden, ToolgateError, Unauthenticated, ValidationFailed
+from app.models import DecideResponse, Subject
+
+TOOL_ACTIONS = ("tools/call", "call")
+Semantic = Literal["execute_all", "deny_on_first_deny", "permit_on_first_permit"]
+
+
+class _Entity(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    properties: dict[str, Any] | None = None
+
+
+class AuthzenSubject(_Entity):
+    type: str = Field(min_length=1)
+    id: str = Field(min_length=1)
+
+
+class AuthzenResource(_Entity):
+    type: str = Field(min_length=1)
+    id: str = Field(min_length=1)
+
+
+class AuthzenAction(_Entity):
+    name: str = Field(min_length=1)
+
+
+class EvaluationItem(BaseModel):
+    """One member of ``evaluations``: any entity may be left to the top-level default."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    subject: AuthzenSubject | None = None
+    action: AuthzenAction | None = None
+    resource: AuthzenResource | None = None
+    context: dict[str, Any] | None = None
+
+
+class EvaluationRequest(BaseModel):
+    """Body of ``POST /access/v1/evaluation``."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    subject: AuthzenSubject
+    action: AuthzenAction
+    resource: AuthzenResource
+    context: dict[str, Any] | None = None
+
+
+class EvaluationsOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    evaluations_semantic: Semantic = "execute_all"
+
+
+class EvaluationsRequest(EvaluationItem):
+    """Body of ``POST /access/v1/evaluations``: defaults, the evaluations, options."""
+
+    evaluations: list[EvaluationItem] | None = None
+    options: EvaluationsOptions = Field(default_factory=EvaluationsOptions)
+
+
+def _parse(model: type[Any], body: bytes) -> Any:
+    """``parse_body``, with a schema mismatch answered 400 as AuthZEN §12.1.1 requires."""
+    try:
+        return parse_body(model, body, "request does not match the AuthZEN evaluation schema")
+    except ValidationFailed as exc:
+        raise ValidationFailed(exc.message, http_status=400, details=exc.details) from None
+
+
+def _decide_body(subject: Subject, request: EvaluationRequest) -> bytes:
+    """The dry-run decide body of one evaluation. Raises ``Forbidden`` (403) for another
+    subject and ``ValidationFailed`` (400) for a tool resource with another action."""
+    if request.subject.id != subject.id:
+        raise Forbidden("the evaluation's subject is not the authenticated caller")
+    resource, action = request.resource, request.action
+    if resource.type == "tool":
+        if action.name not in TOOL_ACTIONS:
+            raise ValidationFailed(
+                "a tool resource takes the action tools/call",
+                http_status=400,
+                details={"problems": [{"path": "/action/name", "message": "expected tools/call"}]},
+            )
+        tool, version = resource.id, (resource.properties or {}).get("version", "1")
+        tool_input = (action.properties or {}).get("arguments", {})
+    else:
+        tool, version = action.name, "1"
+        tool_input = {"resource": resource.model_dump(exclude_none=True)}
+        if action.properties:
+            tool_input["action"] = action.properties
+    body = {"tool": tool, "version": version, "input": tool_input, "context": request.context or {}, "dry_run": True}
+    return json.dumps(body).encode()
+
+
+def decision_of(response: DecideResponse) -> dict[str, Any]:
+    """The AuthZEN decision of a decide response."""
+    allowed = response.decision == "allow"
+    context: dict[str, Any] = {
+        "decision_id": response.decision_id,
+        "toolgate_decision": response.decision,
+        "reasons": list(response.reasons),
+    }
+    if not allowed:
+        context["reason"] = "; ".join(response.reasons) or "not allowed"
+    return {"decision": allowed, "context": context}
+
+
+def _error_decision(error: ToolgateError) -> dict[str, Any]:
+    """A refused evaluation inside a batch: closed, with the error in its context."""
+    detail: dict[str, Any] = {"status": error.http_status, "code": error.code, "message": error.message}
+    if error.details is not None:
+        detail["details"] = error.details
+    return {"decision": False, "context": {"error": detail}}
+
+
+Authorization = tuple[str, ...]
+
+
+class Evaluator:
+    """Runs AuthZEN evaluations for one authenticated HTTP request: ``request_id`` and the
+    ``authorization`` header values are those of that request (each evaluation is a decide
+    call of its own, verified and recorded like any other)."""
+
+    def __init__(self, deps: Deps, subject: Subject, request_id: str, authorization: Authorization,
+                 traceparent: str | None = None) -> None:
+        self._deps = deps
+        self._subject = subject
+        self._request_id = request_id
+        self._authorization = authorization
+        self._traceparent = traceparent
+
+    def _evaluate(self, request: EvaluationRequest) -> dict[str, Any]:
+        call = DecideCall(
+            request_id=self._request_id,
+            authorization=self._authorization,
+            body=_decide_body(self._subject, request),
+            traceparent=self._traceparent,
+        )
+        return decision_of(decide(self._deps, Progress(call), Phases()))
+
+    def evaluation(self, body: bytes) -> dict[str, Any]:
+        """``POST /access/v1/evaluation``: one decision. Raises ``ValidationFailed`` (400),
+        ``Forbidden`` (403), ``Unauthenticated`` (401), ``DependencyUnavailable`` (503) and
+        what ``decide`` raises for the mapped call (e.g. 422 for input that fails the contract)."""
+        return self._evaluate(_parse(EvaluationRequest, body))
+
+    def evaluations(self, body: bytes) -> dict[str, Any]:
+        """``POST /access/v1/evaluations``: ``{"evaluations": [decision...]}`` in request order
+        (stopping early for the short-circuit semantics), or one decision when the request has
+        no ``evaluations``. An evaluation that is refused (400, 403, 422, 409) is ``false`` with
+        the error in its context; an outage (503) or a rejected token (401) fails the whole
+        request."""
+        request: EvaluationsRequest = _parse(EvaluationsRequest, body)
+        if not request.evaluations:
+            return self._evaluate(_parse(EvaluationRequest, body))
+        semantic = request.options.evaluations_semantic
+        stop: Callable[[bool], bool] = {
+            "execute_all": lambda _: False,
+            "deny_on_first_deny": lambda decided: not decided,
+            "permit_on_first_permit": lambda decided: decided,
+        }[semantic]
+        answers = []
+        for position, item in enumerate(request.evaluations):
+            try:
+                answer = self._evaluate(_merged(request, item, position))
+            except (DependencyUnavailable, Unauthenticated):
+                raise
+            except ToolgateError as error:
+                answer = _error_decision(error)
+            answers.append(answer)
+            if stop(answer["decision"]):
+                break
+        return {"evaluations": answers}
+
+
+def _merged(defaults: EvaluationsRequest, item: EvaluationItem, position: int) -> EvaluationRequest:
+    """One evaluation with the top-level defaults filled in (AuthZEN §7.1.1). Raises
+    ``ValidationFailed`` (400) when a required entity is in neither."""
+    values = {
+        name: getattr(item, name) if getattr(item, name) is not None else getattr(defaults, name)
+        for name in ("subject", "action", "resource", "context")
+    }
+    missing = [name for name in ("subject", "action", "resource") if values[name] is None]
+    if missing:
+        raise ValidationFailed(
+            "an evaluation lacks a required entity and there is no default for it",
+            http_status=400,
+            details={"problems": [{"path": f"/evaluations/{position}/{name}", "message": "required"} for name in missing]},
+        )
+    return EvaluationRequest(**values)

@@ -1,0 +1,151 @@
+"""AuthZEN Authorization API 1.0 through the HTTP interface: the specification's request
+examples (api/authorization-api-1_0.md of the OpenID AuthZEN working group, §6-§7, §9, §12)
+sent as written, answered with its response shapes; decided by the real engine with the test
+policy of tests/mcp/policies (readers may read documents that are not private) and recorded
+as dry runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.mcp.conftest import CONTRACTS, POLICIES
+from tests.support.calls import auth
+
+ALICE = "alice@example.com"
+
+#: §6.1 "Example Request" (the Access Evaluation API).
+EVALUATION = {
+    "subject": {"type": "user", "id": ALICE},
+    "resource": {"type": "account", "id": "123"},
+    "action": {"name": "can_read", "properties": {"method": "GET"}},
+    "context": {"time": "1985-10-26T01:22-07:00"},
+}
+#: §7.1.2.1 "Evaluate read action for three documents".
+THREE_DOCUMENTS = {
+    "subject": {"type": "user", "id": ALICE},
+    "action": {"name": "read"},
+    "evaluations": [{"resource": {"type": "document", "id": n}} for n in ("1", "2", "3")],
+}
+#: §7.1.1 defaults, the third evaluation overriding the action.
+DEFAULTS = {
+    "subject": {"type": "user", "id": ALICE},
+    "context": {"time": "2024-05-31T15:22-07:00"},
+    "action": {"name": "can_read"},
+    "evaluations": [
+        {"resource": {"type": "document", "id": "boxcarring.md"}},
+        {"resource": {"type": "document", "id": "subject-search.md"}},
+        {"action": {"name": "can_edit"}, "resource": {"type": "document", "id": "resource-search.md"}},
+    ],
+}
+
+
+@pytest.fixture
+def client(make_app):
+    return make_app(policy_dir=POLICIES, contracts_dir=CONTRACTS).test_client()
+
+
+def reader(**kw):
+    return auth(ALICE, roles=["reader"], **kw)
+
+
+def decisions(body) -> list[bool]:
+    return [answer["decision"] for answer in body["evaluations"]]
+
+
+def test_the_single_evaluation_example_is_answered_with_a_decision(client) -> None:
+    response = client.post("/access/v1/evaluation", json=EVALUATION,
+                           headers={**reader(), "X-Request-ID": "bfe9eb29-ab87-4ca3-be83-a1d5d8305716"})
+    body = response.get_json()
+    assert response.status_code == 200 and response.headers["X-Request-Id"] == "bfe9eb29-ab87-4ca3-be83-a1d5d8305716"
+    assert body["decision"] is True
+    assert body["context"]["toolgate_decision"] == "allow"
+
+
+def test_execute_all_answers_every_evaluation_in_order(client) -> None:
+    body = client.post("/access/v1/evaluations", json={**THREE_DOCUMENTS, "options": {"evaluations_semantic": "execute_all"}},
+                       headers=reader()).get_json()
+    assert decisions(body) == [True, False, True]
+    assert body["evaluations"][1]["context"]["reason"] == "document 2 is private"
+    assert "decision" not in body  # §7.2: omitted when evaluations are present
+
+
+def test_deny_on_first_deny_stops_at_the_first_denial(client) -> None:
+    body = client.post("/access/v1/evaluations", json={**THREE_DOCUMENTS, "options": {"evaluations_semantic": "deny_on_first_deny"}},
+                       headers=reader()).get_json()
+    assert decisions(body) == [True, False]
+
+
+def test_permit_on_first_permit_stops_at_the_first_permit(client) -> None:
+    body = client.post("/access/v1/evaluations", json={**THREE_DOCUMENTS, "options": {"evaluations_semantic": "permit_on_first_permit"}},
+                       headers=reader()).get_json()
+    assert decisions(body) == [True]
+
+
+def test_defaults_fill_each_evaluation_and_an_evaluation_overrides_them(client) -> None:
+    body = client.post("/access/v1/evaluations", json=DEFAULTS, headers=reader()).get_json()
+    assert decisions(body) == [True, False, False]
+    assert body["evaluations"][2]["context"]["reasons"] == ["no role of the caller may use can_edit"]
+
+
+def test_evaluations_without_an_array_behave_like_one_evaluation(client) -> None:
+    body = client.post("/access/v1/evaluations", json=EVALUATION, headers=reader()).get_json()
+    assert body["decision"] is True and "evaluations" not in body
+
+
+def test_a_tool_resource_maps_to_that_tool_and_its_arguments(client) -> None:
+    allowed = {"subject": {"type": "identity", "id": "u-1"}, "action": {"name": "tools/call", "properties": {"arguments": {"amount": 50, "to": "bob"}}},
+               "resource": {"type": "tool", "id": "transfer"}}
+    approval = {**allowed, "action": {"name": "tools/call", "properties": {"arguments": {"amount": 500, "to": "bob"}}}}
+    headers = auth("u-1", roles=["agent"])
+    assert client.post("/access/v1/evaluation", json=allowed, headers=headers).get_json()["decision"] is True
+    body = client.post("/access/v1/evaluation", json=approval, headers=headers).get_json()
+    assert body["decision"] is False and body["context"]["toolgate_decision"] == "user-approval"
+
+
+def test_every_evaluation_is_recorded_as_a_dry_run(client) -> None:
+    client.post("/access/v1/evaluations", json=THREE_DOCUMENTS, headers=reader())
+    records = client.get("/v1/decisions?event=decide_dry_run", headers=auth("aud-1", roles=["auditor"])).get_json()["records"]
+    assert sorted(r["input"]["resource"]["id"] for r in records) == ["1", "2", "3"]
+    assert {r["subject_id"] for r in records} == {ALICE}
+
+
+def test_another_subject_than_the_caller_is_refused(client) -> None:
+    other = {**EVALUATION, "subject": {"type": "user", "id": "bob@example.com"}}
+    assert client.post("/access/v1/evaluation", json=other, headers=reader()).status_code == 403
+    body = client.post("/access/v1/evaluations", json={"evaluations": [other]}, headers=reader()).get_json()
+    assert body["evaluations"] == [{"decision": False, "context": {"error": {
+        "status": 403, "code": "FORBIDDEN", "message": "the evaluation's subject is not the authenticated caller"}}}]
+
+
+@pytest.mark.parametrize("body", [{}, {"subject": {"type": "user", "id": ALICE}, "action": {"name": "read"}},
+                                  {**EVALUATION, "subject": {"id": ALICE}}])
+def test_an_omitted_required_attribute_is_a_bad_request(client, body) -> None:
+    response = client.post("/access/v1/evaluation", json=body, headers=reader())
+    assert response.status_code == 400 and response.get_json()["error"]["code"] == "VALIDATION_ERROR"
+
+
+def test_an_evaluation_lacking_an_entity_without_default_is_closed_with_an_error(client) -> None:
+    body = client.post("/access/v1/evaluations", json={"evaluations": [{"action": {"name": "read"}}]}, headers=reader()).get_json()
+    [answer] = body["evaluations"]
+    assert answer["decision"] is False and answer["context"]["error"]["status"] == 400
+
+
+def test_unknown_members_are_ignored(client) -> None:
+    body = {**EVALUATION, "extension": {"x": 1}, "options": {"another_option": "value"}}
+    assert client.post("/access/v1/evaluation", json=body, headers=reader()).get_json()["decision"] is True
+
+
+def test_a_request_without_a_token_is_unauthorized(client) -> None:
+    response = client.post("/access/v1/evaluation", json=EVALUATION)
+    assert response.status_code == 401 and response.headers["WWW-Authenticate"].startswith("Bearer ")
+
+
+def test_the_pdp_metadata_names_the_endpoints(client, make_app) -> None:
+    body = client.get("/.well-known/authzen-configuration", base_url="https://pdp.example.com").get_json()
+    assert body == {
+        "policy_decision_point": "https://pdp.example.com",
+        "access_evaluation_endpoint": "https://pdp.example.com/access/v1/evaluation",
+        "access_evaluations_endpoint": "https://pdp.example.com/access/v1/evaluations",
+    }
+    pinned = make_app(authzen_pdp_url="https://pdp.toolgate.test").test_client()
+    assert pinned.get("/.well-known/authzen-configuration").get_json()["policy_decision_point"] == "https://pdp.toolgate.test"

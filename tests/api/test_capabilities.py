@@ -1,0 +1,41 @@
+"""``GET /v1/capabilities`` through the HTTP interface with the real engine: the contracts a
+caller may use, from the test policy's capability document (tests/mcp/policies), failing
+closed."""
+
+from __future__ import annotations
+
+from tests.mcp.conftest import CONTRACTS, POLICIES
+from tests.support.calls import auth
+from tests.support.servers import free_port
+
+
+def names(response) -> list[str]:
+    return [tool["name"] for tool in response.get_json()["tools"]]
+
+
+def test_a_caller_sees_the_contracts_its_roles_may_use(make_app) -> None:
+    client = make_app(policy_dir=POLICIES, contracts_dir=CONTRACTS).test_client()
+    agent = client.get("/v1/capabilities", headers=auth("u-1", roles=["agent"]))
+    reader = client.get("/v1/capabilities", headers=auth("u-2", roles=["reader"]))
+    assert agent.status_code == 200 and names(agent) == ["transfer"]
+    assert reader.status_code == 200 and names(reader) == []  # readers are granted no registered tool
+    [transfer] = [t for t in agent.get_json()["tools"] if t["name"] == "transfer"]
+    assert transfer["input_schema"]["required"] == ["amount", "to"] and transfer["mutating"] is True
+
+
+def test_a_policy_without_a_capability_document_lists_nothing(make_app) -> None:
+    """The shipped policies define no ``data.toolgate.capability`` yet: undefined is "may not"."""
+    client = make_app().test_client()
+    response = client.get("/v1/capabilities", headers=auth("u-1", roles=["admin"]))
+    assert response.status_code == 200 and response.get_json()["tools"] == []
+
+
+def test_an_unreachable_policy_engine_lists_nothing(make_app) -> None:
+    client = make_app(engine="opa", opa_url=f"http://127.0.0.1:{free_port()}", opa_deadline_ms=300,
+                      policy_dir=POLICIES, contracts_dir=CONTRACTS).test_client()
+    response = client.get("/v1/capabilities", headers=auth("u-1", roles=["agent"]))
+    assert response.status_code == 503 and response.get_json()["error"]["code"] == "DEPENDENCY_UNAVAILABLE"
+
+
+def test_capabilities_need_a_token(make_app) -> None:
+    assert make_app().test_client().get("/v1/capabilities").status_code == 401

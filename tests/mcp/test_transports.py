@@ -1,0 +1,74 @@
+"""The other transports: ``toolgate mcp --transport stdio`` started by a real SDK client (the
+client's identity is the configured token), in front of the test upstream served over
+Streamable HTTP."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters
+
+from tests.conftest import PROJECT_ROOT
+from tests.mcp.conftest import gateway_env, settings_of, start_gateway, stop
+from tests.support.servers import free_port, wait_for_port
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def http_upstream(tmp_path: Path) -> Iterator[str]:
+    """The test upstream over Streamable HTTP on a free loopback port."""
+    port = free_port()
+    env = {"NOTES_EXECUTION_LOG": str(tmp_path / "executions.jsonl"), "PATH": "/usr/bin:/bin"}
+    process = subprocess.Popen([sys.executable, "-m", "tests.mcp.upstream_server", "--http", str(port)],
+                               cwd=PROJECT_ROOT, env=env, stderr=subprocess.DEVNULL)
+    wait_for_port(port, timeout_s=60)
+    yield f"http://127.0.0.1:{port}/mcp"
+    stop(process)
+
+
+async def test_a_stdio_client_through_the_gateway_to_an_http_upstream(tmp_path: Path, redis_server, redis_client,
+                                                                        http_upstream: str) -> None:
+    from app.auth.dev_tokens import mint_dev_token
+
+    upstreams = f'[{{"name": "notes", "url": "{http_upstream}"}}]'
+    env = gateway_env(tmp_path, redis_server.url, TOOLGATE_MCP_UPSTREAMS=upstreams)
+    token = mint_dev_token(settings_of(env), sub="u-7", tenant="acme", roles=["viewer"])
+    env["TOOLGATE_MCP_STDIO_TOKEN"] = token
+    params = StdioServerParameters(command=sys.executable, args=["-m", "app.cli", "mcp", "--transport", "stdio"],
+                                   env=env, cwd=str(PROJECT_ROOT))
+    async with Client(params, cache=None) as client:
+        listed = {tool.name for tool in (await client.list_tools()).tools}
+        read = await client.call_tool("read_note", {"name": "welcome"})
+        denied = await client.call_tool("add_note", {"name": "n", "text": "t"})
+    assert listed == {"read_note"}
+    assert not read.is_error and read.meta["toolgate/decision"]["decision"] == "allow"
+    assert denied.is_error and denied.meta["toolgate/decision"]["decision"] == "deny"
+    lines = (tmp_path / "executions.jsonl").read_text().splitlines()
+    assert len(lines) == 1 and '"read_note"' in lines[0]
+
+
+def test_stdio_without_a_configured_identity_refuses_to_start(tmp_path: Path, redis_server) -> None:
+    env = gateway_env(tmp_path, redis_server.url, TOOLGATE_MCP_UPSTREAMS='[{"name": "n", "url": "http://127.0.0.1:9/mcp"}]')
+    done = subprocess.run([sys.executable, "-m", "app.cli", "mcp", "--transport", "stdio"], cwd=PROJECT_ROOT, env=env,
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2 and "TOOLGATE_MCP_STDIO_TOKEN" in done.stderr
+
+
+async def test_an_unreachable_upstream_lists_nothing_and_calls_fail_as_unavailable(tmp_path: Path, redis_server,
+                                                                                   redis_client) -> None:
+    from mcp import MCPError
+
+    gone = {"name": "gone", "url": f"http://127.0.0.1:{free_port()}/mcp"}
+    gateway = start_gateway(tmp_path, redis_server.url, upstream=gone, TOOLGATE_MCP_CONNECT_TIMEOUT_MS="2000")
+    try:
+        async with gateway.client(gateway.token("u-1", "agent")) as client:
+            assert (await client.list_tools()).tools == []
+            with pytest.raises(MCPError):
+                await client.call_tool("read_note", {"name": "welcome"})
+    finally:
+        stop(gateway.process)

@@ -1,0 +1,119 @@
+"""A real MCP server written with the SDK, the upstream of the gateway tests: a small note
+store. Every call it executes is appended as one JSON line to the file named by
+``NOTES_EXECUTION_LOG`` (so tests see exactly what ran upstream).
+
+    python -m tests.mcp.upstream_server            # stdio
+    python -m tests.mcp.upstream_server --http PORT  # Streamable HTTP on 127.0.0.1:PORT/mcp
+
+Tools: ``read_note`` (read-only), ``add_note`` (additive), ``delete_note`` and ``transfer``
+(no annotations: destructive, as MCP says), ``crash`` (the process dies mid-call),
+``malformed`` (answers structured content that breaks its own output schema), ``slow``
+(answers after ``seconds``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+NOTES: dict[str, str] = {"welcome": "hello from the upstream"}
+
+
+def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+NAME = {"type": "string", "minLength": 1, "maxLength": 64}
+TOOLS = [
+    types.Tool(name="read_note", description="Read a note.", input_schema=_object({"name": NAME}, ["name"]),
+               annotations=types.ToolAnnotations(read_only_hint=True)),
+    types.Tool(name="add_note", description="Add a note.",
+               input_schema=_object({"name": NAME, "text": {"type": "string", "maxLength": 500}}, ["name", "text"]),
+               annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False)),
+    types.Tool(name="delete_note", description="Delete a note.", input_schema=_object({"name": NAME}, ["name"])),
+    types.Tool(name="transfer", description="Move money.",
+               input_schema=_object({"amount": {"type": "integer", "minimum": 1}, "to": NAME}, ["amount", "to"])),
+    types.Tool(name="crash", description="Dies while running.", input_schema=_object({}, [])),
+    types.Tool(name="malformed", description="Answers a result that breaks its output schema.",
+               input_schema=_object({}, []),
+               output_schema=_object({"count": {"type": "integer"}}, ["count"])),
+    types.Tool(name="slow", description="Answers after a while.",
+               input_schema=_object({"seconds": {"type": "number", "minimum": 0, "maximum": 30}}, ["seconds"]),
+               annotations=types.ToolAnnotations(read_only_hint=True)),
+]
+
+
+def _executed(name: str, arguments: dict[str, Any]) -> None:
+    path = os.environ.get("NOTES_EXECUTION_LOG")
+    if path:
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(json.dumps({"tool": name, "arguments": arguments, "pid": os.getpid()}) + "\n")
+
+
+def _text(text: str) -> list[types.ContentBlock]:
+    return [types.TextContent(type="text", text=text)]
+
+
+async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    return types.ListToolsResult(tools=TOOLS)
+
+
+async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    arguments = params.arguments or {}
+    _executed(params.name, arguments)
+    if params.name == "read_note":
+        text = NOTES.get(arguments["name"])
+        if text is None:
+            return types.CallToolResult(content=_text(f"no note {arguments['name']}"), is_error=True)
+        return types.CallToolResult(content=_text(text), structured_content={"name": arguments["name"], "text": text})
+    if params.name == "add_note":
+        NOTES[arguments["name"]] = arguments["text"]
+        return types.CallToolResult(content=_text(f"added {arguments['name']}"), structured_content={"notes": len(NOTES)})
+    if params.name == "delete_note":
+        NOTES.pop(arguments["name"], None)
+        return types.CallToolResult(content=_text(f"deleted {arguments['name']}"))
+    if params.name == "transfer":
+        return types.CallToolResult(content=_text(f"sent {arguments['amount']} to {arguments['to']}"),
+                                    structured_content={"transfer_id": f"tr-{time.time_ns()}"})
+    if params.name == "crash":
+        os._exit(3)
+    if params.name == "malformed":
+        return types.CallToolResult(content=_text("count: many"), structured_content={"count": "many"})
+    if params.name == "slow":
+        await anyio.sleep(float(arguments["seconds"]))
+        return types.CallToolResult(content=_text("done"))
+    return types.CallToolResult(content=_text(f"unknown tool {params.name}"), is_error=True)
+
+
+def build() -> Server[Any]:
+    return Server("notes", version="1.0", on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def _stdio() -> None:
+    server = build()
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--http", type=int, help="serve Streamable HTTP on this loopback port")
+    args = parser.parse_args()
+    if args.http:
+        import uvicorn
+
+        uvicorn.run(build().streamable_http_app(), host="127.0.0.1", port=args.http, log_level="warning")
+    else:
+        anyio.run(_stdio)
+
+
+if __name__ == "__main__":
+    main()
