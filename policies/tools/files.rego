@@ -3,8 +3,8 @@
 # - readFile: allowed for the roles granted it in data.roles (support_agent, admin).
 # - deleteFile: denied unless the tenant enables it (data.tenants[<tenant>].allow_delete_file);
 #   then allowed for the roles granted it (admin).
-# - deleteFile: at most one per conversation and data.files.deletes_per_day (default 20) per
-#   subject in 24 hours, as limits the gateway reserves atomically (docs/session.md): a new or
+# - deleteFile: at most data.files.deletes_per_conversation (default 1) per conversation and
+#   data.files.deletes_per_day (default 20) per subject in 24 hours, as limits the gateway reserves atomically (docs/session.md): a new or
 #   absent conversation id does not reset the daily count.
 # - Both: the path must be absolute and free of control characters (U+0000-U+001F, U+007F)
 #   and backslashes; paths with `..` segments, paths at or under /proc, /sys or /dev
@@ -146,6 +146,12 @@ allow if {
 
 deletes_per_day := data.files.deletes_per_day if is_number(data.files.deletes_per_day) else := 20
 
-limits contains lib.count_limit("files.delete_per_conversation", "conversation", 86400, 1) if call_of("deleteFile")
+deletes_per_conversation := data.files.deletes_per_conversation if {
+	is_number(data.files.deletes_per_conversation)
+} else := 1
+
+limits contains lib.count_limit("files.delete_per_conversation", "conversation", 86400, deletes_per_conversation) if {
+	call_of("deleteFile")
+}
 
 limits contains lib.count_limit("files.deletes_per_day", "subject", 86400, deletes_per_day) if call_of("deleteFile")

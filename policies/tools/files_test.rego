@@ -146,6 +146,9 @@ test_a_delete_is_allowed_under_its_limits if {
 	e := data.toolgate.decision with input as call_input(admin, "deleteFile", "/srv/tmp/old.log")
 		with data.files.deletes_per_day as 3
 	e.limits[1].max == 3
+	f := data.toolgate.decision with input as call_input(admin, "deleteFile", "/srv/tmp/old.log")
+		with data.files.deletes_per_conversation as 2
+	f.limits[0].max == 2
 }
 
 test_a_denied_delete_reserves_nothing if {
