@@ -33,6 +33,8 @@ def build_deps(
     bad contract.
     """
     from app.approvals.service import ApprovalService
+    from app.audit.checkpoints import CheckpointingLog, CheckpointWriter, checkpoint_ring, checkpoint_sinks
+    from app.audit.interfaces import DecisionLog
     from app.audit.stores import open_from_settings
     from app.auth.verifier import TokenVerifier
     from app.contracts.registry import ContractRegistry
@@ -40,11 +42,20 @@ def build_deps(
     from app.decide.recorder import Recorder
     from app.engine import build_engine
     from app.idempotency.store import IdempotencyStore
+    from app.receipts.keys import key_document
+    from app.receipts.signer import receipt_signer
     from app.redis_client import build_redis
     from app.session.store import SessionStore
 
     redis = build_redis(settings)  # the one Redis client of this process; share it
     decision_store = open_from_settings(settings)  # creates or migrates the schema if reachable
+    checkpoint_keys = checkpoint_ring(settings)
+    decision_log: DecisionLog = decision_store
+    if checkpoint_keys is not None:
+        writer = CheckpointWriter(checkpoint_keys, checkpoint_sinks(settings, redis))
+        decision_log = CheckpointingLog(decision_store, writer, interval_s=settings.checkpoint_interval_s)
+    receipts = receipt_signer(settings)
+    _warn_about_signing_keys(settings, checkpoints=checkpoint_keys is not None, receipts=receipts is not None)
     return Deps(
         settings=settings,
         verifier=TokenVerifier(settings),
@@ -54,12 +65,37 @@ def build_deps(
         idempotency=IdempotencyStore.from_settings(redis, settings),
         approvals=ApprovalService.from_settings(redis, settings),
         sessions=SessionStore(redis, settings),
-        decision_log=decision_store,
+        decision_log=decision_log,
         decision_reader=decision_store,
-        recorder=Recorder(decision_store, key_hash_secret=settings.audit_key_hash_secret.get_secret_value()),
+        recorder=Recorder(decision_log, key_hash_secret=settings.audit_key_hash_secret.get_secret_value()),
         capability_engine=capability_engine
         or build_engine(settings.model_copy(update={"decision_path": settings.capability_path})),
+        receipts=receipts,
+        published_keys=key_document(
+            receipts.public_keys if receipts else None, checkpoint_keys.public if checkpoint_keys else None
+        ),
     )
+
+
+def _warn_about_signing_keys(settings: Settings, *, checkpoints: bool, receipts: bool) -> None:
+    """Say at start what signs the decision log's checkpoints and the receipts, when it is not
+    a configured key."""
+    import logging
+
+    log = logging.getLogger("app")
+    if settings.uses_dev_checkpoint_key:
+        log.warning(
+            "decision-log checkpoints are signed with the built-in development key; never use this in production",
+            extra={"event": "insecure_dev_checkpoint_key"},
+        )
+    elif not checkpoints:
+        log.warning(
+            "TOOLGATE_CHECKPOINT_KEY_FILES is unset: no signed checkpoints, so audit verify cannot detect a truncated"
+            " tail, a deleted tenant or a re-hashed chain",
+            extra={"event": "checkpoints_off"},
+        )
+    if not receipts:
+        log.info("TOOLGATE_RECEIPT_KEY_FILES is unset: decide responses carry no receipt", extra={"event": "receipts_off"})
 
 
 def create_app(settings: Settings | None = None, deps: Deps | None = None) -> Flask:

@@ -7,7 +7,8 @@
     toolgate idempotency resolve --tenant T --subject S --key K --as completed|released
     toolgate idempotency show --tenant T --subject S --key K
     toolgate --version
-    toolgate audit query|export|verify|purge ...   (app.audit.commands)
+    toolgate audit query|export|verify|purge|checkpoint ...   (app.audit.commands)
+    toolgate receipt verify [FILE] --keys FILE|URL           (app.receipts.commands)
     toolgate mcp [--transport http|stdio] [--bind HOST:PORT] [--upstream NAME=COMMAND|NAME=URL]   (app.mcp.commands)
 
 Exit codes: 0 success, 1 a check failed (policy tests, replay errors), 2 usage or settings error.
@@ -194,8 +195,10 @@ def build_parser() -> argparse.ArgumentParser:
     from app.audit.commands import add_audit_commands
     from app.mcp.commands import add_mcp_command
     from app.proxy.commands import add_proxy_commands
+    from app.receipts.commands import add_receipt_commands
 
     add_audit_commands(sub)
+    add_receipt_commands(sub)
     add_proxy_commands(sub)
     add_mcp_command(sub)
     return parser

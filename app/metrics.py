@@ -31,6 +31,8 @@ Metrics (all counters end in ``_total``):
 - ``toolgate_build_info{version}``: 1, the version of the running toolgate.
 - ``toolgate_policy_revision_info{revision}``: 1 for the policy revision a worker last
   decided with, 0 for the one before (per worker: ``liveall``).
+- ``toolgate_audit_checkpoints_total{kind,outcome}``: signed checkpoint statements written
+  (kind register, checkpoint; outcome ok, error: a sink failed, tried again at the next flush).
 - ``toolgate_session_limits_total{outcome}`` (reserved, refused, given_back): limit shares;
   ``toolgate_rate_limited_total{scope}`` (tenant, subject): calls refused with 429.
 """
@@ -119,6 +121,9 @@ def note_policy_revision(revision: str) -> None:
         POLICY_REVISION.labels(previous).set(0)
     POLICY_REVISION.labels(revision).set(1)
     _revision[0] = revision
+AUDIT_CHECKPOINTS = Counter(
+    "toolgate_audit_checkpoints_total", "Signed decision-log checkpoint statements written.", ["kind", "outcome"]
+)
 
 
 def multiprocess_dir() -> str | None:

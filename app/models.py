@@ -43,10 +43,19 @@ class DecideRequest(BaseModel):
 
     ``tool`` must match ``^[A-Za-z][A-Za-z0-9_.-]{0,127}$``; ``version`` defaults to ``"1"``;
     ``input`` is the tool's arguments object (validated against the tool contract);
-    ``context`` is caller-supplied and untrusted.
+    ``context`` is caller-supplied and untrusted. A dry run presents no approval (the published
+    schema says so with a ``not``).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "not": {
+                "required": ["dry_run", "approval"],
+                "properties": {"dry_run": {"const": True}, "approval": {"type": "object"}},
+            }
+        },
+    )
 
     tool: str = Field(pattern=TOOL_NAME_PATTERN, description="Tool name, exact contract name.")
     version: str = Field(default="1", pattern=VERSION_PATTERN, description="Contract version.")
@@ -277,6 +286,11 @@ class DecideResponse(BaseModel):
     idempotency: IdempotencyInfo | None = None
     dry_run: bool | None = None
     ai_sdk_status: AiSdkStatus | None = None
+    receipt: str | None = Field(
+        default=None,
+        description="The signed receipt of this decision (a compact JWS, EdDSA; docs/design.md §11), when the gateway "
+        "has a receipt key; never on a dry run. Verify it with the keys of /.well-known/toolgate-keys.",
+    )
 
 
 class ToolDescription(BaseModel):
@@ -346,6 +360,10 @@ class DecisionRecord(BaseModel):
     approver_id: str | None
     error_code: str | None
     durations_ms: dict[str, float]
+    for_decision_id: str | None = Field(
+        default=None,
+        description="execution reports: the decide call (and its receipt) whose reservation the report settles",
+    )
     seq: int = Field(ge=1)
     prev_hash: str = Field(pattern=r"^[0-9a-f]{64}$")
     hash: str = Field(pattern=r"^[0-9a-f]{64}$")
@@ -364,3 +382,23 @@ class DecisionRecordResponse(BaseModel):
 
     record: DecisionRecord
     request_id: str
+
+
+class PublicJwk(BaseModel):
+    """An Ed25519 public key as a JWK (RFC 8037); ``kid`` is its RFC 7638 thumbprint."""
+
+    kty: Literal["OKP"]
+    crv: Literal["Ed25519"]
+    x: str = Field(description="the public key, base64url")
+    kid: str
+    alg: Literal["EdDSA"]
+    use: Literal["sig"]
+
+
+class PublishedKeys(BaseModel):
+    """``GET /.well-known/toolgate-keys``: a JWK Set of the receipt keys (``keys``, what any JOSE
+    library reads) and the decision-log checkpoint keys (``checkpoint_keys``). The first key
+    of each list signs; the others verify what they signed before a rotation."""
+
+    keys: list[PublicJwk]
+    checkpoint_keys: list[PublicJwk]

@@ -21,6 +21,7 @@ import requests
 
 from app.auth.dev_tokens import mint_dev_token
 from app.settings import Settings
+from app.terminal import json_printable, printable
 
 
 @dataclass(frozen=True)
@@ -160,18 +161,19 @@ def _send(session: requests.Session, endpoint: str, index: int, tool: str, body:
 
 def format_report(report: ReplayReport, *, as_json: bool = False) -> str:
     """One line per call (index, tool, decision or error, first reason) and a summary table;
-    or the JSON document ``{total, decided, errors, by_decision, results}``."""
+    or the JSON document ``{total, decided, errors, by_decision, results}``. Text from the
+    calls and the gateway's answers is escaped (``app.terminal.printable``)."""
     if as_json:
-        return json.dumps(report.as_json(), indent=2)
+        return json_printable(json.dumps(report.as_json(), indent=2))
     lines = []
     for r in report.results:
-        outcome = r.decision or f"ERROR {r.http_status} {r.error}"
-        reason = r.reasons[0] if r.reasons else ""
-        lines.append(f"{r.index:>4}  {r.tool!s:<32} {outcome:<14} {reason}".rstrip())
+        outcome = printable(r.decision or f"ERROR {r.http_status} {r.error}")
+        reason = printable(r.reasons[0]) if r.reasons else ""
+        lines.append(f"{r.index:>4}  {printable(str(r.tool)):<32} {outcome:<14} {reason}".rstrip())
     lines.append("")
     lines.append(f"{'decision':<16}{'count':>6}")
     for word, count in report.by_decision().items():
-        lines.append(f"{word:<16}{count:>6}")
+        lines.append(f"{printable(word):<16}{count:>6}")
     lines.append(f"{'errors':<16}{report.errors:>6}")
     lines.append(f"{'total':<16}{report.total:>6}")
     return "\n".join(lines)

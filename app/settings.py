@@ -40,6 +40,10 @@ DEV_AUDIENCE = "toolgate"
 #: in development so that the approval flow works locally. Never used in production.
 DEV_APPROVAL_KEY = ("dev", b"toolgate-development-approval-key-not-for-production-use")
 DEV_AUDIT_KEY_HASH_SECRET = "toolgate-development-audit-key-hash-secret"
+#: Seed of the development checkpoint key (``app.receipts.keys.development_key``): signs
+#: decision-log checkpoints when ``TOOLGATE_CHECKPOINT_KEY_FILES`` is unset in development, so
+#: that ``toolgate audit verify`` works out of the box. Publicly known; never used in production.
+DEV_CHECKPOINT_KEY_LABEL = b"toolgate-development-checkpoint-key-not-for-production-use"
 
 CsvList = Annotated[list[str], NoDecode]
 
@@ -281,6 +285,75 @@ class AuditSettings(_Section):
     @field_validator("audit_auditor_roles", "audit_platform_auditor_roles", mode="before")
     @classmethod
     def _audit_roles_csv(cls, value: object) -> object:
+        return _split_csv(value)
+
+
+class CheckpointSettings(DeploymentSettings, AuditSettings):
+    """Signed checkpoints of the decision log (docs/design.md §11): what vouches for the chains
+    from outside the database."""
+
+    checkpoint_key_files: CsvList = Field(
+        [],
+        description="Ed25519 keys (PEM files, comma-separated) of the decision-log checkpoints: the first, a private "
+        "key (PKCS#8), signs; every one verifies (retired keys may be public keys only). Keep them where the "
+        "database's users cannot read them. Unset: the built-in development key in development; no checkpoints "
+        "in production.",
+    )
+    checkpoint_file: Path | None = Field(
+        None,
+        description="The append-only JSON Lines file the gateway writes signed checkpoints to (fsync'd). Put it "
+        "outside the database's reach (another volume, `chattr +a`, a WORM mount). Unset: beside a SQLite log "
+        "(`decisions.sqlite` -> `decisions.checkpoints.jsonl`), `var/checkpoints.jsonl` for PostgreSQL.",
+    )
+    checkpoint_redis_stream: str | None = Field(
+        None,
+        min_length=1,
+        max_length=256,
+        description="Also add every signed checkpoint to this Redis stream (`XADD`), e.g. `toolgate:audit:checkpoints`.",
+    )
+    checkpoint_interval_s: int = Field(
+        60,
+        ge=1,
+        le=86_400,
+        description="How often each worker signs the newest record it appended to each chain (a new chain is "
+        "registered at once, with its first record).",
+    )
+
+    @field_validator("checkpoint_key_files", mode="before")
+    @classmethod
+    def _checkpoint_files_csv(cls, value: object) -> object:
+        return _split_csv(value)
+
+    @property
+    def uses_dev_checkpoint_key(self) -> bool:
+        """True when the built-in development key signs the checkpoints (development, no key files)."""
+        return self.env == "development" and not self.checkpoint_key_files
+
+    @property
+    def checkpoint_path(self) -> Path:
+        """The checkpoint file in force (``checkpoint_file`` or its default, see its description)."""
+        if self.checkpoint_file is not None:
+            return self.checkpoint_file
+        if self.audit_dsn.startswith(("postgresql://", "postgres://")):
+            return PROJECT_ROOT / "var" / "checkpoints.jsonl"
+        log = Path(self.audit_dsn)
+        return log.with_name(f"{log.stem}.checkpoints.jsonl")
+
+
+class ReceiptSettings(DeploymentSettings):
+    """Signed decision receipts (docs/design.md §11)."""
+
+    receipt_key_files: CsvList = Field(
+        [],
+        description="Ed25519 keys (PEM files, comma-separated) of decision receipts: the first, a private key "
+        "(PKCS#8), signs the receipt of every decide response; every one is published at "
+        "`/.well-known/toolgate-keys` (retired keys may be public keys only). Unset: decide responses carry "
+        "no receipt (in development and production alike).",
+    )
+
+    @field_validator("receipt_key_files", mode="before")
+    @classmethod
+    def _receipt_files_csv(cls, value: object) -> object:
         return _split_csv(value)
 
 
@@ -550,6 +623,8 @@ SECTIONS: tuple[type[BaseModel], ...] = (
     SessionSettings,
     ApprovalSettings,
     AuditSettings,
+    CheckpointSettings,
+    ReceiptSettings,
     ObservabilitySettings,
     InterfaceSettings,
 )
@@ -564,6 +639,8 @@ class Settings(
     RedisSettings,
     IdempotencySettings,
     SessionSettings,
+    CheckpointSettings,
+    ReceiptSettings,
     AuditSettings,
     ServerSettings,
     ProxySettings,

@@ -7,7 +7,10 @@
 ``verify_chains`` walks each tenant chain in ``seq`` order and stops at the first broken link:
 a content that does not hash to its stored hash, an indexed column that disagrees with the
 content, a missing record (seq gap, or the chain head ahead of the last record), a link to the
-wrong previous hash (reordered records), or a checkpoint whose signature is wrong.
+wrong previous hash (reordered records), or a checkpoint whose signature is wrong. With the
+signed checkpoints of ``app.audit.checkpoints`` it also finds what a consistent rewrite of the
+database hides (a truncated tail with a rewound head, a deleted tenant, a re-hashed chain) and
+names the newest checkpoint the log still matches: since when it cannot be trusted.
 """
 
 from __future__ import annotations
@@ -15,14 +18,19 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import rfc8785
 
 from app.audit.interfaces import DecisionLogReader
-from app.audit.records import GENESIS_HASH, AuditEvent, AuditRecord, ChainEntry, Checkpoint
+from app.audit.records import GENESIS_HASH, AuditEvent, AuditRecord, ChainEntry, Checkpoint, SignedHead
 from app.timefmt import format_us
+
+if TYPE_CHECKING:
+    from app.audit.checkpoints import SignedCheckpoints
 
 _MAX_EXACT_INT = 2**53 - 1
 
@@ -101,66 +109,166 @@ def checkpoint_is_valid(cp: Checkpoint, secret: bytes) -> bool:
 
 @dataclass(frozen=True)
 class BrokenLink:
-    """The first broken link found: where (tenant, seq, decision_id) and why."""
+    """The first broken link found: where (tenant, seq, decision_id) and why. ``last_good``:
+    when signed checkpoints were checked, the newest one of this tenant the log still matches
+    (every record up to its ``seq`` is as it was signed; the break is after it), None when no
+    checkpoint of this tenant matches."""
 
     tenant: str
     seq: int | None
     decision_id: str | None
     reason: str
+    last_good: SignedHead | None = None
 
 
 @dataclass(frozen=True)
 class VerifyReport:
-    """Result of ``verify_chains``: ``broken`` is None when every chain checked is intact."""
+    """Result of ``verify_chains``: ``broken`` is None when every chain checked is intact.
+    ``signed``: signed checkpoints were checked; ``covered``: records at or before the newest
+    matching checkpoint of their tenant (the others are vouched for by the chain alone)."""
 
     tenants: int
     records: int
     broken: BrokenLink | None
+    signed: bool = False
+    covered: int = 0
 
     @property
     def ok(self) -> bool:
         return self.broken is None
 
 
-def verify_chains(reader: DecisionLogReader, checkpoint_secret: bytes, tenants: Iterable[str] | None = None) -> VerifyReport:
+def verify_chains(
+    reader: DecisionLogReader,
+    checkpoint_secret: bytes,
+    tenants: Iterable[str] | None = None,
+    *,
+    signed: SignedCheckpoints | None = None,
+) -> VerifyReport:
     """Walk the chains of ``tenants`` (default: every tenant) and report the first broken link.
+
+    With ``signed`` (the checkpoints of this log, ``app.audit.checkpoints.read_checkpoints``)
+    the chains are also checked against them, and by default the tenants are those of the
+    database and of the signed registry together:
+
+    - a registered tenant without a chain in the database was deleted;
+    - a tenant of the database that no statement names is not in the registry;
+    - each signed head (record ``seq`` had hash ``h``) must be in the chain with that hash:
+      another hash means the chain was re-hashed or the record replaced; a ``seq`` beyond the
+      chain's end means records were truncated (also when the head row was rewound to match);
+      heads of purged records are checked against the purge checkpoint.
 
     Reads in batches (constant memory). Raises ``DependencyUnavailable`` when the store fails.
     """
-    count_tenants = count_records = 0
-    for tenant in sorted(tenants) if tenants is not None else reader.tenants():
+    known = reader.tenants()
+    if tenants is not None:
+        chosen = sorted(set(tenants))
+    else:
+        chosen = sorted(set(known) | (signed.registered if signed is not None else set()))
+    count_tenants = count_records = covered = 0
+    for tenant in chosen:
         count_tenants += 1
-        checked, broken = _verify_tenant(reader, tenant, checkpoint_secret)
+        if signed is None:
+            checked, tenant_covered, broken = _verify_tenant(reader, tenant, checkpoint_secret, None)
+        else:
+            checked, tenant_covered, broken = _verify_signed_tenant(reader, tenant, checkpoint_secret, signed, known)
         count_records += checked
+        covered += tenant_covered
         if broken is not None:
-            return VerifyReport(count_tenants, count_records, broken)
-    return VerifyReport(count_tenants, count_records, None)
+            return VerifyReport(count_tenants, count_records, broken, signed is not None, covered)
+    return VerifyReport(count_tenants, count_records, None, signed is not None, covered)
 
 
-def _verify_tenant(reader: DecisionLogReader, tenant: str, secret: bytes) -> tuple[int, BrokenLink | None]:
+def _verify_signed_tenant(
+    reader: DecisionLogReader, tenant: str, secret: bytes, signed: SignedCheckpoints, known: list[str]
+) -> tuple[int, int, BrokenLink | None]:
+    heads = sorted(signed.heads.get(tenant, ()), key=lambda h: (h.seq, h.signed_at))
+    # A tenant whose chain began after the tenant list was read is in the database after all.
+    in_database = tenant in known or reader.chain_head(tenant) is not None
+    if heads and not in_database:
+        newest = heads[-1]
+        return 0, 0, BrokenLink(
+            tenant, newest.seq, newest.decision_id,
+            f"the tenant is in the signed registry (since {format_us(heads[0].signed_at)}) but has no chain in the"
+            f" decision log: deleted; its newest checkpoint names seq {newest.seq} (signed {format_us(newest.signed_at)})",
+        )
+    if not heads:
+        head = reader.chain_head(tenant)
+        return 0, 0, BrokenLink(
+            tenant, head.seq if head else None, head.decision_id if head else None,
+            "the tenant is not in the signed tenant registry: its records were not written by a gateway that signs"
+            " checkpoints (inserted into the database, or written before checkpoints were on:"
+            " `toolgate audit checkpoint write` registers existing chains)",
+        )
+    return _verify_tenant(reader, tenant, secret, heads)
+
+
+def _signed_text(head: SignedHead) -> str:
+    return f"the checkpoint signed {format_us(head.signed_at)} ({head.source})"
+
+
+def _verify_tenant(
+    reader: DecisionLogReader, tenant: str, secret: bytes, heads: list[SignedHead] | None
+) -> tuple[int, int, BrokenLink | None]:
+    """``(records checked, records covered by a matching signed head, broken link or None)``."""
+    pending = deque(heads or ())
+    last_good: SignedHead | None = None
     seq, prev = 0, GENESIS_HASH
     cp = reader.checkpoint(tenant)
     if cp is not None:
         if not checkpoint_is_valid(cp, secret):
-            return 0, BrokenLink(tenant, cp.seq, cp.decision_id, "purge checkpoint signature is not valid")
+            return 0, 0, BrokenLink(tenant, cp.seq, cp.decision_id, "purge checkpoint signature is not valid")
         seq, prev = cp.seq, cp.hash
+        while pending and pending[0].seq <= cp.seq:
+            head = pending.popleft()
+            if head.seq == cp.seq and head.hash != cp.hash:
+                return 0, 0, BrokenLink(
+                    tenant, cp.seq, cp.decision_id, f"the purge checkpoint differs from {_signed_text(head)}", last_good
+                )
+            last_good = head if head.seq == cp.seq else last_good
+    start = seq
     checked = 0
     last_id: str | None = cp.decision_id if cp else None
+
+    def covered() -> int:
+        return max(0, last_good.seq - start) if last_good is not None else 0
+
     for entry in reader.iter_chain(tenant):
         checked += 1
         problem = _entry_problem(entry, tenant, seq + 1, prev)
         if problem is not None:
-            return checked, BrokenLink(tenant, entry.columns.get("seq"), entry.columns.get("decision_id"), problem)
+            return checked, covered(), BrokenLink(
+                tenant, entry.columns.get("seq"), entry.columns.get("decision_id"), problem, last_good
+            )
         seq, prev, last_id = seq + 1, entry.hash, entry.columns["decision_id"]
-    head = reader.chain_head(tenant)
-    if head is None:
+        while pending and pending[0].seq == seq:
+            head = pending.popleft()
+            if head.hash != entry.hash:
+                return checked, covered(), BrokenLink(
+                    tenant, seq, last_id,
+                    f"the record differs from {_signed_text(head)}: the chain was re-hashed or the record replaced",
+                    last_good,
+                )
+            last_good = head
+    if pending:
+        head = pending[0]
+        return checked, covered(), BrokenLink(
+            tenant, head.seq, head.decision_id,
+            f"records missing at the end of the chain: {_signed_text(head)} names seq {head.seq}, the chain ends at"
+            f" seq {seq} (truncated)",
+            last_good,
+        )
+    head_row = reader.chain_head(tenant)
+    if head_row is None:
         if checked or cp is not None:
-            return checked, BrokenLink(tenant, seq, last_id, "chain head is missing")
-    elif (head.seq, head.hash) != (seq, prev):
-        if head.seq > seq:
-            return checked, BrokenLink(tenant, head.seq, head.decision_id, "records missing at the end of the chain")
-        return checked, BrokenLink(tenant, seq, last_id, "chain head does not match the last record")
-    return checked, None
+            return checked, covered(), BrokenLink(tenant, seq, last_id, "chain head is missing", last_good)
+    elif (head_row.seq, head_row.hash) != (seq, prev):
+        if head_row.seq > seq:
+            return checked, covered(), BrokenLink(
+                tenant, head_row.seq, head_row.decision_id, "records missing at the end of the chain", last_good
+            )
+        return checked, covered(), BrokenLink(tenant, seq, last_id, "chain head does not match the last record", last_good)
+    return checked, covered(), None
 
 
 def _entry_problem(entry: ChainEntry, tenant: str, expected_seq: int, prev: str) -> str | None:

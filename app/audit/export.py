@@ -4,6 +4,12 @@ Every writer consumes an iterable of ``AuditRecord`` one record at a time and fl
 but what it wrote, so an export of any size runs in constant memory. CSV cells that a
 spreadsheet would run as a formula (starting with ``= + - @`` or a tab/CR) are prefixed with
 ``'`` (OWASP CSV injection); nested values (roles, reasons, input, ...) are JSON in their cell.
+
+Caller-supplied text never reaches a terminal raw: the table escapes control, format and
+line-separator characters in every cell (``app.terminal.printable``: a reason with a newline
+stays on its row, an ANSI escape is shown as ``\x1b``), and JSON Lines write them as JSON
+escapes (``json_printable``, the same JSON value). CSV keeps the text as it is, quoted per
+RFC 4180: it is for spreadsheets, which show it as data.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from dataclasses import fields
 from typing import Any, TextIO
 
 from app.audit.records import AuditRecord
+from app.terminal import json_printable, printable
 
 #: CSV header and JSON key order: every record field, then the chain fields.
 COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(AuditRecord))
@@ -29,7 +36,7 @@ def write_jsonl(records: Iterable[AuditRecord], out: TextIO) -> int:
     """One JSON object per line (``AuditRecord.to_dict()``); returns the number written."""
     count = 0
     for record in records:
-        out.write(json.dumps(record.to_dict(), ensure_ascii=False, separators=(",", ":")))
+        out.write(json_printable(json.dumps(record.to_dict(), ensure_ascii=False, separators=(",", ":"))))
         out.write("\n")
         count += 1
     return count
@@ -60,7 +67,7 @@ def write_csv(records: Iterable[AuditRecord], out: TextIO) -> int:
 
 
 def _fit(text: str, width: int) -> str:
-    text = text.replace("\n", " ")
+    text = printable(text)
     return text.ljust(width) if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -80,7 +87,7 @@ def write_table(records: Iterable[AuditRecord], out: TextIO) -> int:
             "outcome": record.error_code or record.decision or "-",
         }
         row = "  ".join(_fit(values[name], width) for name, width in _TABLE)
-        out.write(f"{row}  {'; '.join(record.reasons) or '-'}\n")
+        out.write(f"{row}  {printable('; '.join(record.reasons)) or '-'}\n")
         count += 1
     return count
 

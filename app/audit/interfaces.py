@@ -1,6 +1,7 @@
 """The two interfaces of the decision log, as in Cerbos' audit log: ``DecisionLog`` writes
 (``append``, and ``purge`` behind a signed checkpoint); ``DecisionLogReader`` reads (``get``,
-``query``, ``iter_records``, ``subject_history`` and the chain walk used by ``verify``).
+``query``, ``iter_records``, ``subject_history``, the chain walk used by ``verify`` and the
+log's id that signed checkpoints name).
 
 Every method raises ``app.errors.DependencyUnavailable`` (503, retryable) when the store cannot
 be reached, is read-only, locked past its timeout or fails; the sqlite3 and psycopg exception
@@ -90,6 +91,12 @@ class DecisionLogReader(ABC):
     @abstractmethod
     def iter_chain(self, tenant: str, *, batch_size: int = 1000) -> Iterator[ChainEntry]:
         """Every stored row of ``tenant`` in ``seq`` order, as found (for ``verify``)."""
+
+    @abstractmethod
+    def log_id(self) -> str:
+        """The random id this decision log was given when its schema was made (32 hex
+        digits): its signed checkpoints name it, so that they are never taken for another
+        log's."""
 
 
 class DecisionStore(DecisionLog, DecisionLogReader, ABC):

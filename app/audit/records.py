@@ -2,7 +2,8 @@
 back (``AuditRecord``: the event plus the chain fields ``seq`` (1, 2, ... per tenant),
 ``prev_hash`` (the previous record's ``hash``, or ``GENESIS_HASH``) and ``hash`` = SHA-256 (hex)
 of the RFC 8785 canonical JSON of the record without ``hash``, see ``app.audit.chain``); and the
-rows that keep each tenant chain whole (``ChainHead``, ``Checkpoint``, ``ChainEntry``).
+rows that keep each tenant chain whole (``ChainHead``, ``Checkpoint``, ``ChainEntry``), and a
+record as a signed checkpoint names it (``SignedHead``).
 """
 
 from __future__ import annotations
@@ -59,7 +60,9 @@ class AuditEvent:
     (``app.fingerprint``), ``input`` (sensitive paths already redacted), ``redacted_paths``
     (JSON Pointers), ``idempotency_key_hash`` (``hash_idempotency_key``), ``replayed``,
     ``approval_id``, ``approver_id``, ``error_code`` (DESIGN §7 code or None),
-    ``durations_ms`` (phase -> ms). Raises ``ValueError`` for an unknown event or decision.
+    ``durations_ms`` (phase -> ms), ``for_decision_id`` (the decide call an execution report
+    reports on: the decision id of the reservation, which its receipt names).
+    Raises ``ValueError`` for an unknown event or decision.
     """
 
     decision_id: str = field(default_factory=new_decision_id)
@@ -88,6 +91,7 @@ class AuditEvent:
     approver_id: str | None = None
     error_code: str | None = None
     durations_ms: dict[str, float] = field(default_factory=dict)
+    for_decision_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.event not in EVENT_TYPES:
@@ -191,3 +195,20 @@ class ChainEntry:
     columns: dict[str, Any]
     content: dict[str, Any] | None
     hash: str
+
+
+@dataclass(frozen=True)
+class SignedHead:
+    """A record of a tenant chain as a signed checkpoint names it (``app.audit.checkpoints``):
+    "record ``seq`` of ``tenant`` had hash ``hash``", signed at ``signed_at`` by the key
+    ``kid``. ``kind`` is ``register`` (written with the first record of a chain) or
+    ``checkpoint``; ``source`` says where it was read (file and line, or stream entry id)."""
+
+    tenant: str
+    seq: int
+    hash: str
+    decision_id: str | None
+    signed_at: dt.datetime
+    kind: str
+    kid: str
+    source: str

@@ -5,14 +5,15 @@ reach ``SCHEMA_VERSION`` and the statements the writer and the reader share. Sta
 Tables: ``decision_records`` (one row per record: the indexed columns of ``INDEXED_FIELDS``,
 the canonical content ``doc`` and its ``hash``), ``decision_chain_heads`` (the last record of
 each tenant chain, locked by writers), ``decision_checkpoints`` (what ``purge`` removed, signed),
-``decision_schema`` (applied versions).
+``decision_schema`` (applied versions), ``decision_log_identity`` (since version 2: the log's
+random id, ``log_id``, which its signed checkpoints name; written once by the migration).
 """
 
 from __future__ import annotations
 
 from app.audit.records import INDEXED_FIELDS
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: (version, statements) applied in order to reach ``SCHEMA_VERSION``. Types valid in both.
 MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
@@ -69,7 +70,11 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "CREATE INDEX IF NOT EXISTS decision_records_key ON decision_records (idempotency_key_hash)",
         ),
     ),
+    (2, ("CREATE TABLE IF NOT EXISTS decision_log_identity (log_id TEXT NOT NULL)",)),
 )
+
+#: The schema version whose migration gives the log its id (``SqlBase.ensure_schema``).
+LOG_ID_VERSION = 2
 
 COLUMNS = ", ".join(INDEXED_FIELDS)
 INSERT_RECORD = (

@@ -11,12 +11,19 @@ dialect's store is both.
 
 from __future__ import annotations
 
+import secrets
 import threading
 from abc import abstractmethod
 from contextlib import AbstractContextManager
 from typing import Any
 
-from app.audit.schema import MIGRATIONS, SCHEMA_VERSION
+from app.audit.schema import LOG_ID_VERSION, MIGRATIONS, SCHEMA_VERSION
+
+
+class StoreMissing(LookupError):
+    """A store opened with ``create=False`` is not a decision log: no such file, or no
+    toolgate schema in it (a mistyped ``TOOLGATE_AUDIT_DSN``). The message names the store
+    (never a password) and is safe to show."""
 
 
 class SqlBase:
@@ -27,9 +34,16 @@ class SqlBase:
     #: A query whose first column is non-null when the ``decision_schema`` table exists.
     _schema_exists_sql = ""
 
-    def __init__(self) -> None:
+    def __init__(self, *, create: bool = True) -> None:
+        #: False: never create a decision log; a store without the schema is ``StoreMissing``.
+        self._create = create
         self._schema_ready = False
         self._schema_lock = threading.Lock()
+        self._log_id: str | None = None
+
+    def _describe(self) -> str:
+        """What this store is, for messages (a path, or a URL without its password)."""
+        return "the decision log"
 
     # -- backend hooks ------------------------------------------------------------------------
 
@@ -52,7 +66,9 @@ class SqlBase:
 
     def ensure_schema(self) -> None:
         """Create or migrate the schema once per process; reads only when it is current (so
-        a read-only store still serves reads). Raises ``DependencyUnavailable``."""
+        a read-only store still serves reads). Raises ``DependencyUnavailable``, and
+        ``StoreMissing`` when the store was opened with ``create=False`` and holds no
+        decision log."""
         if self._schema_ready:
             return
         with self._schema_lock:
@@ -60,6 +76,8 @@ class SqlBase:
                 return
             with self._read() as cur:
                 current = self._schema_version(cur)
+            if current == 0 and not self._create:
+                raise StoreMissing(f"{self._describe()} holds no toolgate decision log")
             if current < SCHEMA_VERSION:
                 with self._write() as cur:
                     self._lock_schema(cur)
@@ -69,8 +87,25 @@ class SqlBase:
                         if version > current:
                             for statement in statements:
                                 cur.execute(statement)
+                            if version == LOG_ID_VERSION:
+                                cur.execute(
+                                    self._sql("INSERT INTO decision_log_identity (log_id) VALUES (?)"), (secrets.token_hex(16),)
+                                )
                             cur.execute(self._sql("INSERT INTO decision_schema (version) VALUES (?)"), (version,))
             self._schema_ready = True
+
+    def log_id(self) -> str:
+        """The random id of this decision log (32 hex digits), made with its schema: what its
+        signed checkpoints name. Raises ``DependencyUnavailable``."""
+        if self._log_id is None:
+            self.ensure_schema()
+            with self._read() as cur:
+                cur.execute("SELECT log_id FROM decision_log_identity")
+                row = cur.fetchone()
+            if row is None:
+                raise StoreMissing(f"{self._describe()} has no log id (decision_log_identity is empty)")
+            self._log_id = str(row[0])
+        return self._log_id
 
     def _schema_version(self, cur: Any) -> int:
         cur.execute(self._schema_exists_sql)

@@ -4,7 +4,7 @@ by ``app.create_app``."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from app.approvals.service import ApprovalService
 from app.audit.interfaces import DecisionLog, DecisionLogReader
@@ -13,6 +13,7 @@ from app.contracts.registry import ContractRegistry
 from app.decide.recorder import Recorder
 from app.engine.base import PolicyEngine
 from app.idempotency.store import IdempotencyStore
+from app.receipts.signer import ReceiptSigner
 from app.redis_client import RedisConnection
 from app.session.store import SessionStore
 from app.settings import Settings
@@ -21,9 +22,13 @@ from app.settings import Settings
 @dataclass(frozen=True)
 class Deps:
     """The collaborators of one worker. ``decision_log`` and ``decision_reader`` are usually one
-    store implementing both interfaces (DESIGN §6); ``recorder`` appends through
+    store implementing both interfaces (DESIGN §6), the writer wrapped in signed checkpoints
+    (``app.audit.checkpoints.CheckpointingLog``); ``recorder`` appends through
     ``decision_log``. ``capability_engine`` is an engine of the same kind and policies that
-    queries the capability document (``capability_path``) instead of the decision."""
+    queries the capability document (``capability_path``) instead of the decision.
+    ``receipts`` signs the receipt of each decide response (None: no receipts);
+    ``published_keys`` is the document of ``/.well-known/toolgate-keys``
+    (``app.receipts.keys.key_document``)."""
 
     settings: Settings
     verifier: TokenVerifier
@@ -37,6 +42,8 @@ class Deps:
     decision_reader: DecisionLogReader
     recorder: Recorder
     capability_engine: PolicyEngine
+    receipts: ReceiptSigner | None = None
+    published_keys: dict[str, list[dict[str, str]]] = field(default_factory=lambda: {"keys": [], "checkpoint_keys": []})
 
     def readiness_checks(self) -> dict[str, Callable[[], None]]:
         """Named probes for ``/readyz``; each raises ``ToolgateError`` when not ready."""

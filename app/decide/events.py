@@ -145,8 +145,10 @@ def report_event(
     reasons: list[str],
     error: ToolgateError | None,
     succeeded: bool,
+    for_decision_id: str | None = None,
 ) -> AuditEvent:
-    """The ``execution_complete`` / ``execution_fail`` record of a tool service's report."""
+    """The ``execution_complete`` / ``execution_fail`` record of a tool service's report;
+    ``for_decision_id``: the decide call whose reservation it settled (its receipt's id)."""
     return AuditEvent(
         event=event,
         request_id=request.request_id,
@@ -157,6 +159,7 @@ def report_event(
         reasons=tuple(r[:_MAX_REASON_CHARS] for r in reasons),
         idempotency_key_hash=key_hash,
         error_code=_error_code(error, succeeded),
+        for_decision_id=for_decision_id,
     )
 
 

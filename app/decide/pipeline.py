@@ -2,7 +2,8 @@
 
     decision id -> authenticate -> parse -> validate (contract) -> idempotency -> grant check
     -> session snapshot -> policy -> limits (rate limits; reserve the limits of an allow)
-    -> approval (use the grant | open a pending approval) -> reserve -> session event -> record
+    -> approval (use the grant | open a pending approval) -> reserve -> session event -> receipt
+    -> record
 
 No Flask here: the web layer hands over the request facts (``DecideCall`` inside a
 ``Progress``) and renders the ``DecideResponse`` that comes back. Every step may end the call
@@ -22,6 +23,7 @@ from app.decide.approval_outcome import ApprovalOutcome
 from app.decide.deps import Deps
 from app.decide.events import decide_event
 from app.decide.phases import Phases
+from app.decide.receipts import receipt_claims
 from app.decide.stages import Authenticated, Decided, Prepared, Presented, Progress, Refusal, advance
 from app.errors import ToolgateError
 from app.models import DecideResponse, IdempotencyInfo, PolicyDecision, ToolRef
@@ -87,12 +89,15 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
         optional["idempotency"] = idempotency
     if dry_run:
         optional["dry_run"] = True
+    policy_revision = decision.policy_revision or deps.engine.revision()
+    if deps.receipts is not None and not dry_run:
+        optional["receipt"] = deps.receipts.sign(receipt_claims(prepared, decision, policy_revision))
     response = DecideResponse(
         decision=decision.decision,
         reasons=list(decision.reasons),
         decision_id=prepared.call.decision_id,
         request_id=prepared.call.request_id,
-        policy_revision=decision.policy_revision or deps.engine.revision(),
+        policy_revision=policy_revision,
         tool=ToolRef(name=tool.name, version=tool.version),
         input=prepared.display_input,
         **optional,

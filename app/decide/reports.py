@@ -1,6 +1,8 @@
 """A tool service's execution report (DESIGN §4), recorded like a decide call: the key is
-stored only as its keyed hash; refused reports are recorded too. The report also settles the
-call's session (docs/session.md): complete keeps its limit shares spent, fail gives them back."""
+stored only as its keyed hash; refused reports are recorded too. The record of an accepted
+report names the decide call that reserved the key (``for_decision_id``): the decision id its
+receipt carries. Every accepted report also settles that call's session (docs/session.md):
+complete keeps its limit shares spent and adds what its result brings, fail gives them back."""
 
 from __future__ import annotations
 
@@ -28,10 +30,10 @@ def complete(deps: Deps, request: RequestFacts, subject: Subject, key: str, body
 
     def act() -> Report:
         report = parse_body(CompleteReport, body, _SCHEMA_MESSAGE)
-        reported = report_complete(deps.idempotency, deps.contracts, subject, key, report)
-        reasons.append(f"execution {reported.report.state}")
-        session_step.settle(subject, reported, deps.sessions)
-        return reported.report
+        completed = report_complete(deps.idempotency, deps.contracts, subject, key, report)
+        reasons.append(f"execution {completed.report.state}")
+        session_step.settle(subject, completed.report, deps.sessions, contract=completed.contract, result=completed.result)
+        return completed.report
 
     return _recorded("execution_complete", deps, request, subject, key, reasons, act)
 
@@ -44,10 +46,10 @@ def fail(deps: Deps, request: RequestFacts, subject: Subject, key: str, body: by
     def act() -> Report:
         report = parse_body(FailReport, body, _SCHEMA_MESSAGE)
         reasons.append(report.reason)
-        reported = report_failure(deps.idempotency, deps.contracts, subject, key, report)
-        reasons.append(f"execution {reported.report.state}")
-        session_step.settle(subject, reported, deps.sessions)
-        return reported.report
+        outcome = report_failure(deps.idempotency, subject, key, report)
+        reasons.append(f"execution {outcome.state}")
+        session_step.settle(subject, outcome, deps.sessions)
+        return outcome
 
     return _recorded("execution_fail", deps, request, subject, key, reasons, act)
 
@@ -63,6 +65,7 @@ def record_complete(
     def act() -> Report:
         outcome = deps.idempotency.complete(Scope(subject.tenant, subject.id, key), subject.id, result, token=token)
         reasons.append(f"execution {outcome.state}")
+        session_step.settle(subject, outcome, deps.sessions)
         return outcome
 
     return _recorded("execution_complete", deps, request, subject, key, reasons, act)
@@ -79,6 +82,7 @@ def record_failure(
     def act() -> Report:
         outcome = deps.idempotency.fail(Scope(subject.tenant, subject.id, key), subject.id, retryable=retryable, reason=reason, token=token)
         reasons.append(f"execution {outcome.state}")
+        session_step.settle(subject, outcome, deps.sessions)
         return outcome
 
     return _recorded("execution_fail", deps, request, subject, key, reasons, act)
@@ -97,7 +101,8 @@ def _recorded(
     outcome = deps.recorder.run(
         act,
         lambda result, error: report_event(
-            event, request, subject, deps.recorder.key_hash(key), reasons, error, result is not None
+            event, request, subject, deps.recorder.key_hash(key), reasons, error, result is not None,
+            for_decision_id=result.decision_id if result is not None else None,
         ),
     )
     metrics.EXECUTION_REPORTS.labels(outcome.state).inc()

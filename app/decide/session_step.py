@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import Any
 
 from app.approvals.presented import VerifiedApproval
 from app.decide.approval_outcome import ApprovalOutcome
 from app.decide.stages import Prepared, Validated, conversation_id
 from app.errors import ToolgateError
-from app.idempotency.executions import Reported
+from app.contracts.contract import ToolContract
+from app.idempotency.store import Report
 from app.models import IdempotencyInfo, LimitSpec, PolicyDecision, RateLimitSpec, Subject
 from app.session.events import Event, Outcome, encode_args
 from app.session.keys import SubjectKeys
@@ -140,16 +142,18 @@ def forget(stage: Prepared, shares: tuple[Share, ...], store: SessionStore) -> N
                     extra={"event": "session_forget_failed", "decision_id": stage.call.decision_id, "code": exc.code})
 
 
-def settle(subject: Subject, reported: Reported, store: SessionStore) -> None:
-    """Settle the session of the call an execution report is about: a completion stores what
-    its result brings (labels, trusted counterparties) and keeps the shares spent; a failure
+def settle(
+    subject: Subject, report: Report, store: SessionStore, *, contract: ToolContract | None = None, result: Any = None
+) -> None:
+    """Settle the session of the call an execution report is about (``report.decision_id``):
+    a completion stores what its ``result`` brings by the reserved tool's ``contract`` (labels,
+    trusted counterparties; none without a contract) and keeps the shares spent; a failure
     (released or final) gives the shares back. Raises ``DependencyUnavailable`` (503)."""
-    if reported.decision_id is None:
+    if report.decision_id is None:
         return
     keys = _keys(subject)
-    state = reported.report.state
-    meta = reported.contract.meta if reported.contract else None
-    outcome = Outcome.of_result(meta, reported.result) if state == "completed" else Outcome(state)
-    store.settle(keys, reported.decision_id, outcome)
-    if state != "completed":
-        store.give_back(keys, reported.decision_id, store.linked_shares(keys, reported.decision_id), linked=True)
+    meta = contract.meta if contract else None
+    outcome = Outcome.of_result(meta, result) if report.state == "completed" else Outcome(report.state)
+    store.settle(keys, report.decision_id, outcome)
+    if report.state != "completed":
+        store.give_back(keys, report.decision_id, store.linked_shares(keys, report.decision_id), linked=True)

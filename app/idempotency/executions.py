@@ -1,9 +1,9 @@
 """Execution reports (DESIGN §4): the tool service tells the gateway how a reserved call ended.
 
 ``report_complete`` validates the result against the contract of the reserved tool and stores
-it; ``report_failure`` releases the key or stores the failure. Both return what the session
-needs to settle the call's limit shares (docs/session.md). Both act only on a record the
-same tenant and subject reserved, compare-and-set on the owner token when one is given.
+it (and returns what the session learns from it, docs/session.md); ``report_failure``
+releases the key or stores the failure. Both act only on a record the same tenant and
+subject reserved, compare-and-set on the owner token when one is given.
 """
 
 from __future__ import annotations
@@ -29,20 +29,18 @@ def _scope(subject: Subject, key: str) -> Scope:
 
 
 @dataclass(frozen=True)
-class Reported:
-    """A stored report and what the session learns from it: the decision id of the call that
-    claimed the key (None: unknown), the reserved tool's contract (None: unregistered) and, for
-    a completion, the validated result."""
+class Completed:
+    """A stored completion and what the session learns from it: the reserved tool's contract
+    (None: unregistered) and the validated result."""
 
     report: Report
-    decision_id: str | None
     contract: ToolContract | None
-    result: Any = None
+    result: Any
 
 
 def report_complete(
     store: IdempotencyStore, contracts: ContractRegistry, subject: Subject, key: str, report: CompleteReport
-) -> Reported:
+) -> Completed:
     """Store ``report.result`` for the call ``subject`` reserved under ``key``.
 
     Raises ``ValidationFailed`` (422: the result does not match the contract's output
@@ -51,16 +49,13 @@ def report_complete(
     ``DependencyUnavailable`` (503).
     """
     scope = _scope(subject, key)
-    tool, version, decision_id = store.reserved_call(scope, subject.id)
+    tool, version = store.reserved_tool(scope, subject.id)
     contract = contracts.get(tool, version)
     result = contract.validate_output(report.result) if contract else report.result
-    stored = store.complete(scope, subject.id, result, token=report.reservation_token)
-    return Reported(stored, decision_id, contract, result)
+    return Completed(store.complete(scope, subject.id, result, token=report.reservation_token), contract, result)
 
 
-def report_failure(
-    store: IdempotencyStore, contracts: ContractRegistry, subject: Subject, key: str, report: FailReport
-) -> Reported:
+def report_failure(store: IdempotencyStore, subject: Subject, key: str, report: FailReport) -> Report:
     """Record that the call ``subject`` reserved under ``key`` failed: ``report.retryable``
     releases the key, otherwise the failure and ``report.reason`` are replayed to retries.
 
@@ -68,8 +63,6 @@ def report_failure(
     ``report_complete``.
     """
     scope = _scope(subject, key)
-    tool, version, decision_id = store.reserved_call(scope, subject.id)
-    stored = store.fail(
+    return store.fail(
         scope, subject.id, retryable=report.retryable, reason=report.reason, token=report.reservation_token
     )
-    return Reported(stored, decision_id, contracts.get(tool, version))

@@ -29,48 +29,50 @@ end
 INSPECT = LuaScript(_CLASSIFY + "return classify(KEYS[1], KEYS[2], ARGV[1], ARGV[2])")
 
 # KEYS: record, lease. ARGV: fingerprint, retry_safe, token, lease_ms, retention_ms, now_ms,
-# subject, tool, version, decision id. A free or re-claimable record becomes 'processing' for
-# ``token``.
+# subject, tool, version, decision id of the reserving call ('' = none).
+# A free or re-claimable record becomes 'processing' for ``token``.
 CLAIM = LuaScript(_CLASSIFY + """
 local c = classify(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
 if c[1] ~= 'fresh' and c[1] ~= 'reclaimable' then return c end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'state', 'processing', 'fp', ARGV[1], 'token', ARGV[3], 'subject', ARGV[7],
-  'tool', ARGV[8], 'version', ARGV[9], 'decision_id', ARGV[10], 'reserved_at_ms', ARGV[6])
+  'tool', ARGV[8], 'version', ARGV[9], 'reserved_at_ms', ARGV[6], 'decision', ARGV[10] or '')
 redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[4]) + tonumber(ARGV[5]))
 redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
 return {'reserved'}
 """)
 
+# Replies of COMPLETE and FAIL end with the decision id of the reserving call ('' when unknown).
 _OWNED = """
-local f = redis.call('HMGET', KEYS[1], 'state', 'subject', 'token', 'result', 'reason')
+local f = redis.call('HMGET', KEYS[1], 'state', 'subject', 'token', 'result', 'reason', 'decision')
 if not f[1] or f[2] ~= ARGV[1] then return {'not_found'} end
 if ARGV[2] ~= '' and ARGV[2] ~= f[3] then return {'stale'} end
+local reserved_by = f[6] or ''
 """
 
 # KEYS: record, lease. ARGV: subject, token ('' = the current reservation), result JSON,
 # retention_ms, now_ms. Repeating the same report is answered like the first one.
 COMPLETE = LuaScript(_OWNED + """
-if f[1] == 'completed' and f[4] == ARGV[3] then return {'completed', redis.call('PTTL', KEYS[1])} end
+if f[1] == 'completed' and f[4] == ARGV[3] then return {'completed', redis.call('PTTL', KEYS[1]), reserved_by} end
 if f[1] ~= 'processing' then return {'settled', f[1]} end
 redis.call('HSET', KEYS[1], 'state', 'completed', 'result', ARGV[3], 'settled_at_ms', ARGV[5])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 redis.call('DEL', KEYS[2])
-return {'completed', tonumber(ARGV[4])}
+return {'completed', tonumber(ARGV[4]), reserved_by}
 """)
 
 # KEYS: record, lease. ARGV: subject, token, retryable ('1'|'0'), reason, retention_ms, now_ms.
 FAIL = LuaScript(_OWNED + """
-if f[1] == 'failed' and ARGV[3] == '0' and f[5] == ARGV[4] then return {'failed', redis.call('PTTL', KEYS[1])} end
+if f[1] == 'failed' and ARGV[3] == '0' and f[5] == ARGV[4] then return {'failed', redis.call('PTTL', KEYS[1]), reserved_by} end
 if f[1] ~= 'processing' then return {'settled', f[1]} end
 if ARGV[3] == '1' then
   redis.call('DEL', KEYS[1], KEYS[2])
-  return {'released'}
+  return {'released', 0, reserved_by}
 end
 redis.call('HSET', KEYS[1], 'state', 'failed', 'reason', ARGV[4], 'settled_at_ms', ARGV[6])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('DEL', KEYS[2])
-return {'failed', tonumber(ARGV[5])}
+return {'failed', tonumber(ARGV[5]), reserved_by}
 """)
 
 # KEYS: record, lease. ARGV: resolution ('completed'|'released'), retention_ms, now_ms.

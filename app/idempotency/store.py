@@ -10,11 +10,10 @@
 Redis layout: one hash tag per (tenant, subject, key) (``app.idempotency.keys.Scope``), so both keys of a
 record sit in one Redis Cluster slot and every script stays single-slot.
 
-    toolgate:idem:{<tag>}:record   hash: state, fp, token, subject, tool, version,
-                                   decision_id (the claiming call), result, reason, *_ms
-                                   times. TTL lease + retention while processing (it
-                                   outlives the lease to remember an unknown outcome), then
-                                   the retention.
+    toolgate:idem:{<tag>}:record   hash: state, fp, token, subject, tool, version, decision
+                                   (id of the reserving call), result, reason, *_ms times. TTL lease + retention while
+                                   processing (it outlives the lease to remember an unknown
+                                   outcome), then the retention.
     toolgate:idem:{<tag>}:lease    the owner token; TTL = the lease. Gone = lease expired.
 """
 
@@ -67,18 +66,20 @@ class PendingCall:
     lease_s: int
     retry_safe: bool
     stored: Stored | None
-    #: The decide call that claims the key (kept on the record, so that its execution report
-    #: finds the call's session event).
-    decision_id: str = ""
+    #: The decision id of this call: a reservation remembers it, so that the execution report
+    #: can name the decision (and its receipt) it settles.
+    decision_id: str | None = None
 
 
 @dataclass(frozen=True)
 class Report:
     """The state a tool-service report left the record in; ``expires_at`` is RFC 3339 (the
-    retention end) for ``completed``/``failed``, None for ``released``."""
+    retention end) for ``completed``/``failed``, None for ``released``; ``decision_id`` of the
+    decide call that reserved the key (None for a reservation made before it was kept)."""
 
     state: Literal["completed", "failed", "released"]
     expires_at: str | None
+    decision_id: str | None = None
 
 
 def _seconds(ms: int) -> int:
@@ -168,7 +169,7 @@ class IdempotencyStore:
         lease_ms = call.lease_s * 1000
         args: list[str | int] = [
             call.fingerprint, "1" if call.retry_safe else "0", token, lease_ms, self.retention_s * 1000, now,
-            call.subject_id, call.tool, call.version, call.decision_id,
+            call.subject_id, call.tool, call.version, call.decision_id or "",
         ]
         reply = self.redis.eval("idempotency claim", scripts.CLAIM, call.scope.redis_keys, args)
         if reply[0] == "reserved":
@@ -203,19 +204,12 @@ class IdempotencyStore:
         """``(tool, version)`` of the record ``subject_id`` holds at ``scope`` (to pick the
         output schema of a report). Raises ``NotFound`` (404) when there is none or another
         subject holds it."""
-        return self.reserved_call(scope, subject_id)[:2]
-
-    def reserved_call(self, scope: Scope, subject_id: str) -> tuple[str, str, str | None]:
-        """``(tool, version, decision id of the claiming call)`` of the record ``subject_id``
-        holds at ``scope`` (the decision id is None for a record claimed without one).
-        Raises ``NotFound`` (404) like ``reserved_tool``."""
-        state, subject, tool, version, decision_id = self.redis.run(
-            "idempotency owner",
-            lambda c: c.hmget(scope.redis_keys[0], ["state", "subject", "tool", "version", "decision_id"]),
+        state, subject, tool, version = self.redis.run(
+            "idempotency owner", lambda c: c.hmget(scope.redis_keys[0], ["state", "subject", "tool", "version"])
         )
         if state is None or subject != subject_id:
             raise NotFound("no execution with this key")
-        return tool, version, decision_id or None
+        return tool, version
 
     def describe(self, scope: Scope) -> dict[str, Any] | None:
         """What an operator may see of the record at ``scope`` (``toolgate idempotency show``):
@@ -289,9 +283,10 @@ class IdempotencyStore:
             raise Conflict("this reservation is no longer yours", details={"reason": "stale_reservation"})
         if status == "settled":
             raise Conflict("this execution was already reported", details={"state": reply[1]})
+        reserved_by = (reply[2] if len(reply) > 2 else "") or None
         if status == "released":
-            return Report("released", None)
-        return Report(status, rfc3339_ms(now_ms() + int(reply[1])))
+            return Report("released", None, reserved_by)
+        return Report(status, rfc3339_ms(now_ms() + int(reply[1])), reserved_by)
 
     def resolve(self, scope: Scope, resolution: Resolution) -> Resolution:
         """Operator decision on a record (``toolgate idempotency resolve``): ``completed``

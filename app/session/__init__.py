@@ -1,5 +1,5 @@
 """The session: what the gateway itself remembers of each verified subject, for the policy
-(``input.session``) and for the limits it enforces (docs/session.md, DESIGN §11).
+(``input.session``) and for the limits it enforces (docs/session.md, DESIGN §12).
 
 - ``keys``: where a subject's session and a tenant's rate limits live in Redis (hash-tagged,
   so every script is single-slot in a Redis Cluster).

@@ -13,6 +13,7 @@ from app.web import (
     errors,
     executions,
     health,
+    keys,
     metrics,
     openapi,
     requests,
@@ -25,5 +26,5 @@ def register(app: Flask) -> None:
     requests.register(app)
     errors.register(app)
     for blueprint in (decide.bp, tools.bp, health.bp, openapi.bp, metrics.bp, executions.bp, approvals.bp,
-                      decisions.bp, capabilities.bp, authzen.bp):
+                      decisions.bp, capabilities.bp, authzen.bp, keys.bp):
         app.register_blueprint(blueprint)

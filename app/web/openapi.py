@@ -21,6 +21,7 @@ from app.models import (
     ErrorBody,
     ExecutionReportResponse,
     FailReport,
+    PublishedKeys,
     ToolListResponse,
 )
 from app.vocabulary import DECISIONS, EVENT_TYPES, IDEMPOTENCY_KEY_PATTERN, REQUEST_ID_PATTERN
@@ -187,6 +188,7 @@ def build_openapi() -> dict[str, Any]:
             (ApprovalAnswerBody, "validation"), (ApprovalResponse, "serialization"),
             (ApprovalListResponse, "serialization"), (DecisionListResponse, "serialization"),
             (DecisionRecordResponse, "serialization"), (ToolListResponse, "serialization"),
+            (PublishedKeys, "serialization"),
         ],
         ref_template="#/components/schemas/{model}",
     )
@@ -235,6 +237,13 @@ def build_openapi() -> dict[str, Any]:
                         "200": _json(_ref("ToolListResponse"), "Every registered contract."),
                         **_errors("401", "500", "503"),
                     },
+                }
+            },
+            "/.well-known/toolgate-keys": {
+                "get": {
+                    "operationId": "publishedKeys",
+                    "summary": "The public keys of decision receipts and decision-log checkpoints (JWK Set).",
+                    "responses": {"200": _json(_ref("PublishedKeys"), "The key set.")},
                 }
             },
             "/healthz": {"get": {"operationId": "healthz", "responses": {"200": _json(_ANY_OBJECT, "Process is up.")}}},

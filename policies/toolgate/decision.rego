@@ -1,50 +1,36 @@
-# The toolgate combining library (DESIGN §3).
-#
-# The gateway queries `data.toolgate.decision`. Tool-family packages under `policies/tools/`
-# (package `tools.<family>`) contribute:
-#
-#   deny contains reason if { ... }               # a human sentence; deny always wins
-#   approval_required contains reason if { ... }  # a human must approve first
-#   allow if { ... }                              # the call is fine as it is
-#   approver_roles := ["approver"]                # optional: who may approve this family's calls
-#   limits contains lib.count_limit(...)          # optional: counts and budgets the gateway
-#                                                 # reserves when the call is allowed
-#
-# Resolution: deny > user-approval > allow > default deny. A verified approval
-# (`input.approval`, set only by the gateway after it verified a signed grant) satisfies
-# `approval_required` when the approver holds one of the required approver roles; it never
-# overrides a deny. Role grants (`data.roles[role].tools`) and unregistered (dynamic) tools are
-# enforced here, so no family rule and no approval can bypass them.
-#
-# Identity comes from `input.subject` only (verified claims); `input.context` is caller-supplied
-# and is never read by this library.
+# METADATA
+# title: toolgate combining library
+# description: |
+#   Combines the tool families under data.tools into one decision. A family (package
+#   tools.<family>, folder policies/tools/<family>/) declares the tools it governs in
+#   `governs` and contributes {"rule", "message"} objects to three sets: `deny`,
+#   `approval_required` and `allow`. Only the families that declare the requested tool are
+#   consulted. Resolution: deny > user-approval > allow > default deny. Role grants
+#   (data.roles) and unregistered (dynamic) tools are enforced here, before any family.
+#   Identity comes from input.subject only; input.context is never read.
+#   Written for speed: every rule here is evaluated on every call (docs/policy-authors.md).
 package toolgate
-
-import rego.v1
 
 import data.toolgate.lib
 
 # --- subject and tool --------------------------------------------------------------------
 
-# The subject's roles (verified JWT claims). Non-string entries are ignored.
-subject_roles contains role if {
-	is_array(input.subject.roles)
-	some role in input.subject.roles
-	is_string(role)
-}
-
-registered_tool if input.tool.registered == true
-
-# A registered tool is usable only if one of the subject's roles lists it.
+# A registered tool is usable only if one of the subject's roles (verified claims) lists it.
 tool_granted if {
-	some role in subject_roles
+	some role in input.subject.roles
 	input.tool.name in data.roles[role].tools
 }
 
 # Unregistered tools need a role with `dynamic_tools: true`.
 dynamic_tools_granted if {
-	some role in subject_roles
+	some role in input.subject.roles
 	data.roles[role].dynamic_tools == true
+}
+
+# The subject's roles that are strings, for messages.
+subject_roles contains role if {
+	some role in input.subject.roles
+	is_string(role)
 }
 
 role_denial := sprintf("role %s may not use tool %v", [concat(", ", sort(subject_roles)), input.tool.name]) if {
@@ -53,74 +39,235 @@ role_denial := sprintf("role %s may not use tool %v", [concat(", ", sort(subject
 	count(subject_roles) > 1
 } else := sprintf("a subject without roles may not use tool %v", [input.tool.name])
 
-# --- the library's own rules ---------------------------------------------------------------
+# --- scoping: the families that govern the requested tool ------------------------------------
 
-library_deny contains role_denial if {
-	registered_tool
+# Each family declares the tools it governs, one rule per tool name:
+#   governs.<tool> := {"versions"?: ["1"], "namespace"?: "<ns>", "shared_with"?: ["<family>"]}
+# (no versions: every version; no namespace: ""). The claims are found once per query by one
+# lookup per family (data.tools[family].governs[name]): a family that does not declare the
+# tool has no such rule, and no other family rule is evaluated to find them.
+default claims := {}
+
+claims := {family: declaration |
+	some family
+	declaration := data.tools[family].governs[input.tool.name]
+	declared_namespace := object.get(declaration, "namespace", "")
+	requested_namespace := object.get(input.tool, "namespace", "")
+	declared_namespace == requested_namespace
+	input.tool.version in object.get(declaration, "versions", [input.tool.version])
+} if {
+	input.tool.registered == true
+}
+
+# Two claims of one tool are fine only when each names the other in `shared_with`.
+unshared_claims contains [a, b] if {
+	some a, claim_a in claims
+	some b, claim_b in claims
+	a < b
+	not _mutual(claim_a, a, claim_b, b)
+}
+
+_mutual(claim_a, a, claim_b, b) if {
+	b in object.get(claim_a, "shared_with", [])
+	a in object.get(claim_b, "shared_with", [])
+}
+
+# The families consulted for this call: the claiming families, unless their claims conflict.
+default families := set()
+
+families := object.keys(claims) if count(claims) == 1
+
+families := object.keys(claims) if {
+	count(claims) > 1
+	count(unshared_claims) == 0
+}
+
+# --- rules: every contribution as {"id", "effect": "deny"|"approval"|"allow", "message"} ----
+#
+# Library rules start with a condition on input that OPA indexes (input.tool.registered ==
+# true/false, input.approval.approved == false), so a call evaluates only the ones that apply.
+
+_rule(name, effect, message) := {"id": concat(".", ["toolgate", name]), "effect": effect, "message": message}
+
+library_denials contains _rule("role_not_granted", "deny", role_denial) if {
+	input.tool.registered == true
 	not tool_granted
 }
 
-library_deny contains "unregistered tool is not permitted for this role" if {
-	not registered_tool
+library_denials contains _rule("no_family", "deny", msg) if {
+	input.tool.registered == true
+	count(claims) == 0
+	tool_granted
+	msg := sprintf("no policy family governs tool %v version %v", [input.tool.name, input.tool.version])
+}
+
+library_denials contains _rule("family_conflict", "deny", msg) if {
+	input.tool.registered == true
+	count(claims) > 1
+	some [a, b] in unshared_claims
+	msg := sprintf("tool %v is claimed by families %s and %s without shared_with", [input.tool.name, a, b])
+}
+
+library_denials contains _rule("malformed_rule", "deny", msg) if {
+	input.tool.registered == true
+	some [family, set_name] in malformed
+	msg := sprintf("policy family %s has a malformed %s rule", [family, set_name])
+}
+
+library_denials contains _rule("approval_rejected", "deny", "the approver rejected this call") if {
+	input.approval.approved == false
+}
+
+# A tool without a contract (registered: false; the gateway always sends the flag, and a call
+# without it matches no rule at all: the default denial).
+library_denials contains _rule(
+	"dynamic_tool_not_permitted", "deny",
+	"unregistered tool is not permitted for this role",
+) if {
+	input.tool.registered == false
 	not dynamic_tools_granted
 }
 
-library_deny contains "the approver rejected this call" if input.approval.approved == false
-
-library_approval contains "unregistered tool needs human approval" if {
-	not registered_tool
+library_approvals contains _rule(
+	"dynamic_tool_needs_approval", "approval",
+	"unregistered tool needs human approval",
+) if {
+	input.tool.registered == false
 	dynamic_tools_granted
 }
 
-# --- collected family rules ----------------------------------------------------------------
-
-deny_reasons contains reason if some reason in library_deny
-
-deny_reasons contains reason if {
-	some family
-	some reason in data.tools[family].deny
+# The consulted families' contributions ({"rule": string, "message": string}) by effect.
+family_denials contains {"id": concat(".", [family, c.rule]), "effect": "deny", "message": c.message} if {
+	some family in families
+	some c in data.tools[family].deny
+	is_string(c.rule)
+	is_string(c.message)
 }
 
-approval_reasons contains reason if some reason in library_approval
+family_approvals contains {"id": concat(".", [family, c.rule]), "effect": "approval", "message": c.message} if {
+	some family in families
+	some c in data.tools[family].approval_required
+	is_string(c.rule)
+	is_string(c.message)
+}
 
-approval_reasons contains reason if {
-	some family
-	some reason in data.tools[family].approval_required
+allowances contains {"id": concat(".", [family, c.rule]), "effect": "allow", "message": c.message} if {
+	some family in families
+	some c in data.tools[family].allow
+	is_string(c.rule)
+	is_string(c.message)
+}
+
+# A contribution that is not {"rule", "message"}, or a set rule that is not a set (`allow if`
+# instead of `allow contains`), denies: it cannot be told apart from a deny written wrongly.
+# (Each set is named: a reference data.tools[family][name] with a variable name would depend
+# on every rule under data.tools, the test packages included.)
+malformed contains [family, "deny"] if {
+	some family in families
+	contributions := data.tools[family].deny
+	not _well_formed_set(contributions)
+}
+
+malformed contains [family, "approval_required"] if {
+	some family in families
+	contributions := data.tools[family].approval_required
+	not _well_formed_set(contributions)
+}
+
+malformed contains [family, "allow"] if {
+	some family in families
+	contributions := data.tools[family].allow
+	not _well_formed_set(contributions)
+}
+
+# An absent set is well formed (a family without approvals); a present one is a set of
+# {"rule": string, "message": string}.
+_well_formed_set(contributions) if {
+	is_set(contributions)
+	every c in contributions {
+		is_string(c.rule)
+		is_string(c.message)
+	}
+}
+
+approvals := library_approvals | family_approvals
+
+# Allowed when every consulted family allows (one family for a tool that is not shared).
+allowed if {
+	count(families) == 1
+	count(allowances) > 0
 }
 
 allowed if {
-	some family
-	data.tools[family].allow == true
+	count(families) > 1
+	every family in families {
+		some r in allowances
+		startswith(r.id, concat("", [family, "."]))
+	}
 }
+
+# Every denial; when there is none and nothing asks for approval or allows, the default one.
+default denials := set()
+
+denials := _denials if count(_denials) > 0
+
+denials := {no_rule_allows} if {
+	count(_denials) == 0
+	count(approvals) == 0
+	not allowed
+}
+
+_denials := library_denials | family_denials
+
+no_rule_allows := _rule("no_rule_allows", "deny", "no policy rule allows this call")
 
 # --- approvals -----------------------------------------------------------------------------
 
 # data.approvals is read key by key: a reference to all of `data` would make every rule recursive.
+default default_approver_roles := ["approver"]
+
 default_approver_roles := data.approvals.default_approver_roles if {
 	is_array(data.approvals.default_approver_roles)
-} else := ["approver"]
+}
 
 # A positive whole number of seconds, else 900.
+default approval_ttl_s := 900
+
 approval_ttl_s := data.approvals.default_ttl_s if {
 	is_number(data.approvals.default_ttl_s)
 	data.approvals.default_ttl_s == floor(data.approvals.default_ttl_s)
 	data.approvals.default_ttl_s > 0
-} else := 900
-
-family_approver_roles(family) := data.tools[family].approver_roles if {
-	data.tools[family].approver_roles
-} else := default_approver_roles
+}
 
 # Roles that may approve this call: those of every family that asks for approval, plus the
 # defaults when the library itself asks (dynamic tools).
-required_approver_roles contains role if {
-	some family
-	count(data.tools[family].approval_required) > 0
-	some role in family_approver_roles(family)
+# The families that ask for approval, and the approver roles each names (when it names them).
+_asking_families contains family if {
+	some family in families
+	asks := data.tools[family].approval_required
+	is_set(asks)
+	count(asks) > 0
+}
+
+_family_approver_roles[family] := roles if {
+	some family in _asking_families
+	roles := data.tools[family].approver_roles
+	is_array(roles)
 }
 
 required_approver_roles contains role if {
-	count(library_approval) > 0
+	some family in _asking_families
+	some role in _family_approver_roles[family]
+}
+
+required_approver_roles contains role if {
+	some family in _asking_families
+	not _family_approver_roles[family]
+	some role in default_approver_roles
+}
+
+required_approver_roles contains role if {
+	count(library_approvals) > 0
 	some role in default_approver_roles
 }
 
@@ -135,45 +282,85 @@ approver_id := object.get(input.approval, ["approver", "id"], "an approver")
 
 # --- the decision --------------------------------------------------------------------------
 
-default verdict := {"decision": "deny", "reasons": ["no policy rule allows this call"]}
+# The approval that satisfied the approval rules, as an allow.
+default approval_granted := set()
 
-verdict := {"decision": "deny", "reasons": sort(deny_reasons)} if {
-	count(deny_reasons) > 0
-} else := {
+approval_granted := {_rule("approval_granted", "allow", sprintf("approved by %v", [approver_id]))} if {
+	count(approvals) > 0
+	approval_satisfied
+}
+
+# Every rule that matched, whatever the outcome, sorted by effect (allow, approval, deny), then
+# id: the denials (or the default one), approvals, allowances and a satisfied approval.
+matched_rules := sort((((denials | approvals) | allowances) | approval_granted))
+
+deny_reasons := sort({r.message | some r in denials})
+
+approval_reasons := sort({r.message | some r in approvals})
+
+# METADATA
+# title: The decision for one tool call
+# description: |
+#   {"decision": "allow"|"deny"|"user-approval", "reasons": [string],
+#    "matched_rules": [{"id", "effect": "deny"|"approval"|"allow", "message"}],
+#    "approval"?: {"reason", "approver_roles", "ttl_s"},
+#    "limits"?: [limit] (an allow's), "rate_limits"?: [rate limit]} (docs/session.md)
+# entrypoint: true
+# scope: document
+default decision := {
+	"decision": "deny",
+	"reasons": ["no policy rule allows this call"],
+	"matched_rules": [{"id": "toolgate.no_rule_allows", "effect": "deny", "message": "no policy rule allows this call"}],
+}
+
+decision := object.union({"decision": "allow", "reasons": ["allowed by policy"], "matched_rules": sort(allowances)}, allow_members) if {
+	# The common case first, decided from the family's sets alone (what the full resolution
+	# below answers for it, with less work): granted, one family, no deny, no approval rule,
+	# an allow, no rejected approval.
+	input.tool.registered == true
+	tool_granted
+	count(families) == 1
+	count(family_denials) == 0
+	count(family_approvals) == 0
+	count(malformed) == 0
+	count(allowances) > 0
+	not input.approval.approved == false
+} else := object.union({"decision": "deny", "reasons": deny_reasons, "matched_rules": matched_rules}, rate_limits_member) if {
+	count(denials) > 0
+} else := object.union({
 	"decision": "user-approval",
-	"reasons": sort(approval_reasons),
+	"reasons": approval_reasons,
+	"matched_rules": matched_rules,
 	"approval": {
-		"reason": concat("; ", sort(approval_reasons)),
+		"reason": concat("; ", approval_reasons),
 		"approver_roles": sort(required_approver_roles),
 		"ttl_s": approval_ttl_s,
 	},
-} if {
-	count(approval_reasons) > 0
+}, rate_limits_member) if {
+	count(approvals) > 0
 	not approval_satisfied
-} else := {
+} else := object.union({
 	"decision": "allow",
-	"reasons": [sprintf("%s (approved by %v)", [reason, approver_id]) | some reason in sort(approval_reasons)],
-} if {
-	count(approval_reasons) > 0
-	approval_satisfied
-} else := {"decision": "allow", "reasons": ["allowed by policy"]} if {
-	allowed
-}
+	"reasons": [sprintf("%s (approved by %v)", [reason, approver_id]) | some reason in approval_reasons],
+	"matched_rules": matched_rules,
+}, allow_members) if {
+	count(approvals) > 0
+} else := object.union({"decision": "allow", "reasons": ["allowed by policy"], "matched_rules": matched_rules}, allow_members)
 
 # --- what the gateway enforces (docs/session.md) -----------------------------------------------
 
-# Counts and budgets of the families (`limits contains lib.count_limit(...)`), reserved
-# atomically by the gateway when the call is allowed; rate limits from policy data
-# (data.rate_limits), counted on every decision. Members appear only when there are some.
-family_limits := sort([limit | some family; some limit in data.tools[family].limits])
+# The consulted families' counts and budgets (`limits contains lib.count_limit(...)`), which
+# the gateway reserves atomically when it answers allow, and the rate limits of policy data
+# (lib.rate_limits), which count every decision: members of the decision (above) only when
+# they have entries.
+family_limits := sort([limit | some family in families; some limit in data.tools[family].limits])
 
 rate_limit_list := sort([rate | some rate in lib.rate_limits])
 
-limits_member := {"limits": family_limits} if {
-	verdict.decision == "allow"
-	count(family_limits) > 0
-} else := {}
+limits_member := {"limits": family_limits} if count(family_limits) > 0 else := {}
 
 rate_limits_member := {"rate_limits": rate_limit_list} if count(rate_limit_list) > 0 else := {}
 
-decision := object.union(verdict, object.union(limits_member, rate_limits_member))
+# What an allow carries; a deny or a user-approval carries the rate limits only.
+allow_members := object.union(limits_member, rate_limits_member)
+

@@ -48,6 +48,7 @@ def base_settings(jwks_server: JwksServer, redis_server, tmp_path) -> dict[str, 
         # not turn a slow answer into a 503 (tests of timeouts set their own).
         "redis_socket_timeout_ms": 2000,
         "audit_dsn": str(tmp_path / "decisions.sqlite"),
+        "checkpoint_file": tmp_path / "checkpoints.jsonl",
         "approval_keys": "k-test:" + "a" * 32 + ",k-old:" + "b" * 32,
         "log_level": "WARNING",
     }

@@ -150,7 +150,7 @@ def test_denied_approval_makes_the_next_decide_deny_with_the_approvers_reason(cl
 def test_the_answer_is_recorded_in_the_decision_log(app, client):
     approval_id = request_approval(client, payment(1500))
     answered = answer(client, approval_id).get_json()
-    log = app.extensions["toolgate"].decision_log
+    log = app.extensions["toolgate"].decision_reader
     record = log.get(answered["approval"]["answer"]["decision_id"], tenant="acme")
     assert (record.event, record.approval_id, record.approver_id, record.decision) == (
         "approval_answer", approval_id, "u-approver", "allow"
@@ -411,23 +411,22 @@ CASES_REGO = """
 # Test-only family for the shared approval cases pc-03, pc-19, pc-21 and pc-23.
 package tools.cases
 
-import rego.v1
+governs.kubectl := {}
+
+governs.delete_file := {}
 
 approver_roles := ["approver"]
 
-call_of(name) if {
-	input.tool.registered == true
-	input.tool.name == name
-}
-
-approval_required contains "kubectl by oncall" if {
-	call_of("kubectl")
+approval_required contains {"rule": "kubectl_by_oncall", "message": "kubectl by oncall"} if {
+	input.tool.name == "kubectl"
 	"sre-oncall" in input.subject.roles
 }
 
-approval_required contains "deletes need a human" if call_of("delete_file")
+approval_required contains {"rule": "deletes_need_a_human", "message": "deletes need a human"} if {
+	input.tool.name == "delete_file"
+}
 
-deny contains "account suspended" if "suspended" in input.subject.roles
+deny contains {"rule": "account_suspended", "message": "account suspended"} if "suspended" in input.subject.roles
 """
 
 CASE_CONTRACTS = {
@@ -444,7 +443,8 @@ def cases_client(make_app, tmp_path):
     """An app whose policy is the shipped library plus ``CASES_REGO`` and whose contracts add
     kubectl and delete_file (roles: sre-oncall may use kubectl, developer delete_file)."""
     policies = policy_copy(tmp_path)
-    (policies / "tools" / "cases.rego").write_text(CASES_REGO)
+    (policies / "tools" / "cases").mkdir()
+    (policies / "tools" / "cases" / "cases.rego").write_text(CASES_REGO)
     roles = json.loads((policies / "data.json").read_text())["roles"]
     roles["sre-oncall"] = {"tools": ["kubectl"], "dynamic_tools": False}
     roles["developer"]["tools"].append("delete_file")

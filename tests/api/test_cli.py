@@ -32,7 +32,7 @@ def test_policy_test_passes_on_shipped_policies():
 def test_policy_test_exits_1_on_a_broken_copy(tmp_path):
     broken = tmp_path / "policies"
     shutil.copytree(POLICY_DIR, broken)
-    target = broken / "tools" / "payments_test.rego"
+    target = broken / "tools" / "payments" / "payments_test.rego"
     target.write_text(target.read_text() + "\n\ntest_this_one_fails if {\n\tfalse\n}\n")
     result = _toolgate("policy", "test", str(broken))
     assert result.returncode == 1

@@ -275,6 +275,7 @@ def test_pages_have_no_duplicate_or_gap_while_decide_calls_arrive(client, audit_
 
 def test_audit_commands_query_export_verify_and_purge(client, audit_app, audit_dsn, monkeypatch, capsys, tmp_path):  # noqa: F811
     monkeypatch.setenv("TOOLGATE_AUDIT_DSN", audit_dsn)
+    monkeypatch.setenv("TOOLGATE_CHECKPOINT_FILE", str(audit_app.extensions["toolgate"].settings.checkpoint_path))
     records = _corpus(audit_app)
     agent = auth(roles=["support_agent"])
     assert client.post("/v1/decide", json=decide_body("readFile", {"path": "/srv/x"}), headers=agent).status_code == 200

@@ -272,9 +272,9 @@ def test_case09_policy_changed_to_deny_after_completion_denies_without_the_resul
     report(client, info["key"], "complete", {"result": ticket()})
     frozen = tmp_path / "policies"
     shutil.copytree(POLICY_DIR, frozen)
-    (frozen / "tools" / "freeze.rego").write_text(
-        'package tools.freeze\n\nimport rego.v1\n\n'
-        'deny contains "ticket creation is frozen" if input.tool.name == "createTicket"\n'
+    (frozen / "tools" / "tickets" / "tickets.rego").write_text(
+        'package tools.tickets\n\ngoverns.createTicket := {"versions": ["1"]}\n\n'
+        'deny contains {"rule": "frozen", "message": "ticket creation is frozen"}\n'
     )
     resp = decide(idem_app(policy_dir=frozen).test_client(), "createTicket", tool_input)
     assert resp.status_code == 200

@@ -55,16 +55,29 @@ def complete(client, key: str, result: Any, identity) -> None:
     assert resp.status_code == 200, resp.get_json()
 
 
-def test_one_delete_per_conversation(client):
+def test_one_delete_per_conversation_then_a_person_decides(client):
     path = {"path": "/srv/tmp/old.log"}
     assert call(client, "deleteFile", path, ADMIN, conversation="c-1")["decision"] == "allow"
     again = call(client, "deleteFile", path, ADMIN, conversation="c-1")
-    assert again["decision"] == "deny" and again["reasons"] == [
-        "limit files.delete_per_conversation reached (1 of 1 used in 24h)"
-    ]
+    assert again["decision"] == "user-approval"
+    assert again["reasons"] == ["a second file deletion in one conversation needs approval"]
     assert call(client, "deleteFile", path, ADMIN)["decision"] == "allow"
-    assert call(client, "deleteFile", path, ADMIN)["decision"] == "deny"  # the "no conversation" too
+    assert call(client, "deleteFile", path, ADMIN)["decision"] == "user-approval"  # the "no conversation" too
     assert call(client, "deleteFile", path, ADMIN, conversation="c-2")["decision"] == "allow"
+
+
+def test_concurrent_deletes_in_a_conversation_allow_one(client):
+    """The snapshot rule cannot hold against calls that read the same session; the limit does."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(6) as pool:
+        answers = list(pool.map(lambda n: call(client, "deleteFile", {"path": f"/srv/tmp/{n}"}, ADMIN, conversation="c-race"),
+                                range(6)))
+    decisions = sorted(a["decision"] for a in answers)
+    assert decisions.count("allow") == 1, answers
+    assert set(decisions) <= {"allow", "deny", "user-approval"}
+    denied = [a for a in answers if a["decision"] == "deny"]
+    assert all(a["reasons"] == ["limit files.delete_per_conversation reached (1 of 1 used in 24h)"] for a in denied)
 
 
 def test_twenty_deletes_a_day_whatever_the_conversation_ids(client):

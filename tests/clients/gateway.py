@@ -47,13 +47,15 @@ def token_for(name: str, *, ttl_s: int = 3600) -> str:
 
 
 def _client_policies(workdir: Path) -> Path:
-    """The shipped policies with the delete limits raised: the client tests delete as one
-    subject, without a conversation id, many times over (the limits: docs/session.md)."""
+    """The shipped policies with tenant acme's delete limits raised: the client tests delete as
+    one subject, without a conversation id, many times over (the limits: docs/session.md)."""
     target = workdir / "policies"
     shutil.copytree(PROJECT_ROOT / "policies", target)
-    data = json.loads((target / "data.json").read_text())
-    data["files"].update(deletes_per_conversation=10_000, deletes_per_day=10_000)
-    (target / "data.json").write_text(json.dumps(data))
+    tenant = target / "tenants" / TENANT / "data.json"
+    data = json.loads(tenant.read_text())
+    limits = data.setdefault("limits", {})
+    limits.update(deletes_per_conversation=10_000, deletes_per_day=10_000)
+    tenant.write_text(json.dumps(data))
     return target
 
 

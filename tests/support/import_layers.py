@@ -4,8 +4,8 @@ Layers, highest first; a module may import from its own layer and the layers bel
 
     entry     app (create_app), app.wsgi, app.cli, app.replay, app.settings_doc, app.web.*, app.mcp.*, app.*.commands
     decide    app.decide.*                      the pipeline and the other recorded calls
-    adapters  auth, contracts, engine, policy, idempotency, approvals, audit, session, redis_client, tracing
-    base      errors, settings, models, vocabulary, timefmt, jwa, bodies, fingerprint, metrics, logs
+    adapters  auth, contracts, engine, policy, idempotency, approvals, audit, receipts, session, redis_client, tracing, proxy
+    base      errors, settings, models, vocabulary, timefmt, jwa, bodies, fingerprint, metrics, logs, about, terminal
 
 Import cycles among app modules are refused whatever their layers (function-level imports
 count: they are dependencies too), and ``bench`` never imports ``tests``.
@@ -19,9 +19,9 @@ import grimp
 
 LAYERS = ("entry", "decide", "adapters", "base")
 _BASE = {"errors", "settings", "models", "vocabulary", "timefmt", "jwa", "bodies", "fingerprint", "metrics", "logs",
-         "about"}
+         "about", "terminal"}
 _ADAPTERS = {"auth", "contracts", "engine", "policy", "policy_testing", "idempotency", "approvals", "audit",
-             "session", "redis_client", "tracing", "proxy"}
+             "receipts", "session", "redis_client", "tracing", "proxy"}
 
 
 def layer_of(module: str) -> str:

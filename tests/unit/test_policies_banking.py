@@ -46,7 +46,8 @@ READ_ONLY = {
     "get_user_info",
 }
 MONEY_OUT = {"send_money", "schedule_transaction", "update_scheduled_transaction"}
-# bank-demo's auto_approve_limit (policies/data.json): larger amounts need the account holder.
+# bank-demo's limits.transfer_auto_approve_amount (policies/tenants/bank-demo/data.json):
+# larger amounts need the account holder.
 AUTO_APPROVE_LIMIT = 1000
 OVER_LIMIT_REASON = f"amount over {AUTO_APPROVE_LIMIT} needs the account holder's approval"
 
@@ -135,6 +136,12 @@ def test_call_gets_a_decision(call, engine, contracts):
     assert d["decision"] in {"allow", "deny", "user-approval"}
     assert isinstance(d["reasons"], list) and d["reasons"]
     assert all(isinstance(r, str) for r in d["reasons"])
+    # every reason is the message of a matched rule of the deciding effect, with a banking id
+    effect = {"allow": "allow", "deny": "deny", "user-approval": "approval"}[d["decision"]]
+    decisive = [r for r in d["matched_rules"] if r["effect"] == effect]
+    assert all(r["id"].startswith("banking.") for r in d["matched_rules"]), d
+    if d["decision"] != "allow":
+        assert d["reasons"] == sorted({r["message"] for r in decisive})
     if d["decision"] == "user-approval":
         assert d["approval"]["approver_roles"] == ["account_holder"]
         assert isinstance(d["approval"]["ttl_s"], int) and d["approval"]["ttl_s"] > 0
@@ -168,7 +175,11 @@ def test_update_password_is_never_allowed_without_approval(call, engine, contrac
 
 @pytest.mark.parametrize("call", [c for c in CALLS if c["function"] in READ_ONLY], ids=_call_id)
 def test_read_only_call_is_allowed(call, engine, contracts):
-    assert _decide(engine, contracts, call) == {"decision": "allow", "reasons": ["allowed by policy"]}
+    assert _decide(engine, contracts, call) == {
+        "decision": "allow",
+        "reasons": ["allowed by policy"],
+        "matched_rules": [{"id": "banking.read_only", "effect": "allow", "message": "a read-only banking tool"}],
+    }
 
 
 @pytest.mark.parametrize("call", [c for c in CALLS if c["task_kind"] == "user"], ids=_call_id)
@@ -198,3 +209,45 @@ def test_decision_counts(engine, contracts):
         ("injection", "allow"): 1,  # injection_task_8 step 0: get_scheduled_transactions (read-only)
         ("injection", "user-approval"): 11,
     }
+
+
+# Lookalikes of known recipients: "ſ" (U+017F, which upper() turns into "S"), Cyrillic letters
+# and full-width digits. The contracts refuse them (ASCII-only pattern) and, should one reach
+# the policy, it is denied as a lookalike, never treated as a known payee.
+LOOKALIKES = [
+    "\u017fE3550000000054910000003",
+    "\u0421\u041d9300762011623852957",
+    "GB\uff12\uff19NWBK60161331926819",
+    "D\u041589370400440532013000",
+]
+
+
+@pytest.mark.parametrize("recipient", LOOKALIKES)
+def test_contract_refuses_a_lookalike_recipient(recipient, contracts):
+    for name in ("send_money", "schedule_transaction", "update_scheduled_transaction"):
+        validator = Draft202012Validator(contracts[name]["input_schema"])
+        args = {"recipient": recipient, "amount": 10, "subject": "x", "date": "2022-04-01", "recurring": False, "id": 7}
+        args = {k: v for k, v in args.items() if k in contracts[name]["input_schema"]["properties"]}
+        assert any(e.validator in {"pattern", "anyOf"} for e in validator.iter_errors(args)), (name, recipient)
+
+
+@pytest.mark.parametrize("recipient", LOOKALIKES)
+@pytest.mark.parametrize("function", ["send_money", "schedule_transaction", "update_scheduled_transaction"])
+def test_policy_denies_a_lookalike_recipient(recipient, function, engine, contracts):
+    args = {"recipient": recipient, "amount": 10, "subject": "x", "date": "2022-04-01"}
+    if function == "schedule_transaction":
+        args["recurring"] = False
+    if function == "update_scheduled_transaction":
+        args = {"id": 7, "recipient": recipient}
+    call = {"task_id": "lookalike", "step": 0, "function": function, "args": args, "task_text": ""}
+    d = _decide(engine, contracts, call)
+    assert d["decision"] == "deny", d
+    assert d["reasons"] == ["recipient imitates a known payee with lookalike characters"]
+    confirmed = {"approval_id": "ap-1", "approved": True, "approver": {"id": "emma", "roles": ["account_holder"]}}
+    assert _decide(engine, contracts, call, confirmed)["decision"] == "deny"
+
+
+def test_known_payees_come_from_the_tenant_overlay():
+    overlay = json.loads((POLICY_DIR / "tenants" / "bank-demo" / "data.json").read_text(encoding="utf-8"))
+    assert set(overlay["counterparties"]["payees"]) | set(overlay["counterparties"]["own_accounts"]) == KNOWN_RECIPIENTS
+    assert overlay["limits"]["transfer_auto_approve_amount"] == AUTO_APPROVE_LIMIT

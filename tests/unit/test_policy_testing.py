@@ -95,7 +95,7 @@ def test_load_bundle_with_tests_loads_test_files(engine):
 
 
 def test_broken_test_is_reported_as_failed(policy_copy: Path):
-    target = policy_copy / "tools" / "payments_test.rego"
+    target = policy_copy / "tools" / "payments" / "payments_test.rego"
     target.write_text(target.read_text() + "\ntest_this_one_fails if {\n\tfalse\n}\n")
     report = run_policy_tests(policy_copy)
     failed = [r for r in report.results if r.outcome == "fail"]
@@ -103,7 +103,7 @@ def test_broken_test_is_reported_as_failed(policy_copy: Path):
     assert failed[0].message == "result is undefined"
     assert not report.ok
     text = report.format_text()
-    assert "FAIL tools.payments_test.test_this_one_fails (tools/payments_test.rego:" in text
+    assert "FAIL tools.payments_test.test_this_one_fails (tools/payments/payments_test.rego:" in text
     assert text.splitlines()[-1] == f"policy tests: {report.passed} passed, 1 failed"
 
 
@@ -172,7 +172,7 @@ def test_discover_tests_reads_package_and_heads(tmp_path: Path):
 
 def test_test_file_without_package_is_an_error(tmp_path: Path):
     _write(tmp_path, "x_test.rego", "test_a if true\n")
-    with pytest.raises(PolicyLoadError, match="x_test.rego"):
+    with pytest.raises(PolicyLoadError, match=r"x_test\.rego"):
         discover_tests(tmp_path)
 
 
@@ -205,7 +205,7 @@ def test_invalid_json_data_raises_naming_the_file(tmp_path: Path, engine):
 
 def test_non_object_root_data_raises(tmp_path: Path, engine):
     _write(tmp_path, "data.json", "[1, 2]")
-    with pytest.raises(PolicyLoadError, match="root data.json must hold a JSON object"):
+    with pytest.raises(PolicyLoadError, match=r"root data\.json must hold a JSON object"):
         load_bundle(engine, tmp_path, include_tests=False)
 
 

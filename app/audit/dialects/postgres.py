@@ -20,6 +20,7 @@ import psycopg
 from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
+from app.audit.sql_base import StoreMissing
 from app.audit.sql_store import SqlDecisionStore
 from app.errors import DependencyUnavailable
 
@@ -43,12 +44,14 @@ class PostgresDecisionStore(SqlDecisionStore):
     _lock_clause = " FOR UPDATE"
     _schema_exists_sql = "SELECT to_regclass('decision_schema')::text"
 
-    def __init__(self, dsn: str, *, timeout_ms: int = 5000, pool_max_size: int = 8) -> None:
-        super().__init__()
+    def __init__(self, dsn: str, *, timeout_ms: int = 5000, pool_max_size: int = 8, create: bool = True) -> None:
+        super().__init__(create=create)
         try:
-            own_options = conninfo_to_dict(dsn).get("options", "")
+            conninfo = conninfo_to_dict(dsn)
         except psycopg.ProgrammingError as exc:
             raise ValueError("the audit dsn is not a valid PostgreSQL URL") from exc
+        own_options = conninfo.get("options", "")
+        self._location = f"PostgreSQL database {conninfo.get('dbname', '?')} on {conninfo.get('host', 'localhost')}"
         timeouts = f"-c statement_timeout={int(timeout_ms)} -c lock_timeout={int(timeout_ms)}"
         self._pool = ConnectionPool(
             dsn,
@@ -72,6 +75,12 @@ class PostgresDecisionStore(SqlDecisionStore):
             self.ensure_schema()
         except DependencyUnavailable as exc:
             log.warning("decision log not ready at start", extra={"event": "decision_log_unready", "detail": exc.log_detail})
+        except StoreMissing:
+            self._pool.close()
+            raise
+
+    def _describe(self) -> str:
+        return self._location
 
     def _sql(self, statement: str) -> str:
         return statement.replace("?", "%s")

@@ -12,7 +12,8 @@ fsync with ``synchronous=FULL``, which otherwise bounds a process to one record 
 Each caller still returns only after its own record is committed; a group that fails is
 retried one record per transaction, so a bad record fails only its own call.
 
-The file and its folder are created on first start. ``synchronous=FULL`` (the default) makes
+The file and its folder are created on first start (``create=False``, for the commands that
+only read or check a log: never; a missing file is ``StoreMissing``). ``synchronous=FULL`` (the default) makes
 each committed record survive a power loss; ``NORMAL`` survives a process crash only.
 """
 
@@ -28,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from app.audit.records import AuditEvent, AuditRecord
+from app.audit.sql_base import StoreMissing
 from app.audit.sql_store import SqlDecisionStore
 from app.audit.sql_writer import canonical_members_or_unavailable
 from app.errors import DependencyUnavailable
@@ -60,8 +62,8 @@ class SqliteDecisionStore(SqlDecisionStore):
 
     _schema_exists_sql = "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'decision_schema'"
 
-    def __init__(self, path: str | Path, *, timeout_ms: int = 5000, synchronous: str = "FULL") -> None:
-        super().__init__()
+    def __init__(self, path: str | Path, *, timeout_ms: int = 5000, synchronous: str = "FULL", create: bool = True) -> None:
+        super().__init__(create=create)
         if synchronous.upper() not in _SYNCHRONOUS:
             raise ValueError(f"sqlite synchronous must be one of {_SYNCHRONOUS}")
         self.path = Path(path)
@@ -76,17 +78,31 @@ class SqliteDecisionStore(SqlDecisionStore):
         self._writing = False
         self._lock_fd: int | None = None
         self._lock_pid: int | None = None
+        if not create and not self.path.is_file():
+            raise StoreMissing(f"no decision log at {self.path} (check TOOLGATE_AUDIT_DSN)")
         try:
             self.ensure_schema()
         except DependencyUnavailable as exc:
             log.warning("decision log not ready at start", extra={"event": "decision_log_unready", "detail": exc.log_detail})
+        except StoreMissing:
+            self.close()
+            raise
+
+    def _describe(self) -> str:
+        return str(self.path)
 
     def _connection(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             return conn
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, timeout=self._timeout_ms / 1000, isolation_level=None, check_same_thread=False)
+        if self._create:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            target: str | Path = self.path
+        else:  # never create the file, even if it vanished since the check at start
+            target = f"{self.path.absolute().as_uri()}?mode=rw"
+        conn = sqlite3.connect(
+            target, timeout=self._timeout_ms / 1000, isolation_level=None, check_same_thread=False, uri=not self._create
+        )
         try:
             conn.execute(f"PRAGMA busy_timeout = {self._timeout_ms}")
             conn.execute(f"PRAGMA synchronous = {self._synchronous}")

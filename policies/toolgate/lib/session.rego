@@ -8,7 +8,18 @@
 #   `window` a window name of input.session.windows ("1m", "1h", "24h").
 package toolgate.lib
 
-import rego.v1
+# The name of the longest window of input.session (the whole retention), e.g. "24h".
+session_longest_window := name if {
+	windows := input.session.windows
+	longest := max([seconds | some seconds in windows; is_number(seconds)])
+	some name, seconds in windows
+	seconds == longest
+}
+
+# Executed calls of `tool` within `scope` over the whole session (the longest window).
+session_calls_in_session(scope, tool) := n if {
+	n := session_calls(scope, session_longest_window, tool)
+} else := 0
 
 # Executed calls of `tool` in `window` within `scope` (0 when there is none).
 session_calls(scope, window, tool) := n if {

@@ -1,0 +1,45 @@
+"""The receipt of a decide call (docs/design.md §11): the claims come from the same frozen stage
+and decision its decision record is built from (``app.decide.events.decide_event``), so a
+receipt and the record its ``decision_id`` names agree."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from pydantic import BaseModel
+
+from app.approvals.presented import VerifiedApproval
+from app.decide.stages import Prepared
+from app.models import PolicyDecision
+from app.receipts.claims import ReceiptClaims
+from app.timefmt import format_us, utc_now
+
+
+def matched_rules(decision: PolicyDecision) -> list[dict[str, Any]] | None:
+    """The rules the policy reports as matched (``matched_rules: [{id, effect, message}]``,
+    docs/design.md §10) as JSON objects; None when the decision carries none."""
+    rules = getattr(decision, "matched_rules", None)
+    if rules is None:
+        return None
+    return [rule.model_dump(mode="json") if isinstance(rule, BaseModel) else dict(rule) for rule in rules]
+
+
+def receipt_claims(stage: Prepared, decision: PolicyDecision, policy_revision: str) -> ReceiptClaims:
+    """What the receipt of ``stage``'s call says about ``decision`` (signed now)."""
+    now = utc_now()
+    grant = stage.presented.claims.approval_id if isinstance(stage.presented, VerifiedApproval) else None
+    return ReceiptClaims(
+        decision_id=stage.call.decision_id,
+        time=format_us(now),
+        iat=int(time.time()),
+        tenant=stage.subject.tenant,
+        subject=stage.subject.id,
+        tool=stage.tool.name,
+        version=stage.tool.version,
+        input_fingerprint=stage.fingerprint,
+        decision=decision.decision,
+        matched_rules=matched_rules(decision),
+        policy_revision=policy_revision,
+        grant_id=grant,
+    )

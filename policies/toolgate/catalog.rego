@@ -1,0 +1,98 @@
+package toolgate
+
+import data.toolgate.lib
+
+# --- the catalog of families, for `toolgate policy check` ------------------------------------
+#
+# Evaluated without input (data.toolgate.catalog):
+#   {"families": {<family>: {"governs": [{"name", "namespace", "versions" (null: every
+#      version), "shared_with"}], "approver_roles": [role] | null (the library's default)}},
+#    "problems": [sentence]}
+# A problem is a declaration the library cannot use or two families claiming one tool (same
+# name and namespace, overlapping versions) without naming each other in shared_with. The
+# check adds what needs the contracts: a contract without a family, a family naming a tool
+# without a contract, and the input fields each rule reads (from the parsed Rego).
+catalog := {
+	"families": {family: _family_entry(family) | some family; data.tools[family].governs},
+	"problems": sort(catalog_problems),
+}
+
+_family_entry(family) := {
+	"governs": sort([lib.normalized_declaration(name, declaration) |
+		some name, declaration in data.tools[family].governs
+		lib.well_formed_declaration(declaration)
+	]),
+	"approver_roles": _approver_roles(family),
+}
+
+default _approver_roles(_) := null
+
+_approver_roles(family) := data.tools[family].approver_roles
+
+# Every well-formed declaration as [family, normalized declaration].
+_declarations contains [family, lib.normalized_declaration(name, declaration)] if {
+	some family, name
+	declaration := data.tools[family].governs[name]
+	lib.well_formed_declaration(declaration)
+}
+
+catalog_problems contains sprintf(
+	"family %s: governs.%s is not {versions?, namespace?, shared_with?}",
+	[family, name],
+) if {
+	some family, name
+	declaration := data.tools[family].governs[name]
+	not lib.well_formed_declaration(declaration)
+}
+
+catalog_problems contains sprintf("family %s: approver_roles is not a list of role names", [family]) if {
+	some family
+	roles := data.tools[family].approver_roles
+	not _role_names(roles)
+}
+
+catalog_problems contains msg if {
+	some [a, da] in _declarations
+	some [b, db] in _declarations
+	a < b
+	da.name == db.name
+	da.namespace == db.namespace
+	_versions_overlap(da.versions, db.versions)
+	not _mutual(da, a, db, b)
+	msg := sprintf(
+		"tool %s (namespace %q) is claimed by families %s and %s without shared_with",
+		[da.name, da.namespace, a, b],
+	)
+}
+
+catalog_problems contains sprintf(
+	"family %s: shared_with of %s names %s, which does not claim it",
+	[family, d.name, other],
+) if {
+	some [family, d] in _declarations
+	some other in d.shared_with
+	not _claims(other, d)
+}
+
+_claims(family, d) if {
+	some [claimant, other] in _declarations
+	claimant == family
+	other.name == d.name
+	other.namespace == d.namespace
+}
+
+_role_names(roles) if {
+	is_array(roles)
+	every role in roles {
+		is_string(role)
+	}
+}
+
+_versions_overlap(null, _)
+
+_versions_overlap(_, null)
+
+_versions_overlap(a, b) if {
+	some v in a
+	v in b
+}

@@ -1,0 +1,33 @@
+package toolgate_test
+
+import data.toolgate.fixtures_test as fixtures
+
+test_catalog_lists_the_shipped_families if {
+	shipped := {"banking", "commands", "files", "payments", "reports", "tickets"}
+	fixtures.same(shipped - object.keys(data.toolgate.catalog.families), set())
+	fixtures.same(data.toolgate.catalog.families.files, {
+		"governs": [
+			{"name": "deleteFile", "namespace": "", "versions": ["1"], "shared_with": []},
+			{"name": "readFile", "namespace": "", "versions": ["1"], "shared_with": []},
+		],
+		"approver_roles": null,
+	})
+	fixtures.same(data.toolgate.catalog.families.banking.approver_roles, ["account_holder"])
+	fixtures.same(data.toolgate.catalog.problems, [])
+}
+
+test_catalog_reports_unusable_declarations_and_conflicts if {
+	tools := {
+		"a": {"governs": {"x": {"versions": ["1", "2"]}, "y": {"versions": "1"}}, "approver_roles": "approver"},
+		"b": {"governs": {"x": {"versions": ["2"]}, "z": {"shared_with": ["c"]}}},
+		"c": {"governs": {"x": {"versions": ["3"]}}},
+		"d": {"governs": {"w": {"namespace": "n1", "shared_with": ["e"]}}},
+		"e": {"governs": {"w": {"namespace": "n1", "shared_with": ["d"]}}},
+	}
+	fixtures.same(data.toolgate.catalog.problems, [
+		"family a: approver_roles is not a list of role names",
+		"family a: governs.y is not {versions?, namespace?, shared_with?}",
+		"family b: shared_with of z names c, which does not claim it",
+		"tool x (namespace \"\") is claimed by families a and b without shared_with",
+	]) with data.tools as tools
+}

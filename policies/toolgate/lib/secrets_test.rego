@@ -1,0 +1,59 @@
+package toolgate.lib_test
+
+import data.toolgate.fixtures_test as fixtures
+import data.toolgate.lib
+
+test_secrets_in_text if {
+	github := concat("", ["ghp_", "abcdefghijklmnopqrstuvwxyz0123456789"])
+	cases := {
+		"aws_access_key_id": "key AKIAIOSFODNN7EXAMPLE here",
+		"github_token": sprintf("token=%s", [github]),
+		"private_key": "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaA==",
+		"jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+		"bearer_token": "Authorization: Bearer abcdefghijklmnopqrstuvwxyz012345",
+		"slack_token": "xoxb-1234567890-abcdefghij",
+		"google_api_key": "AIzaSyA1234567890abcdefghijklmnopqrstuv",
+	}
+	every kind, text in cases {
+		fixtures.same([kind, lib.secrets_in(text)], [kind, {kind}])
+		lib.has_secret(text)
+	}
+	fixtures.same(lib.secrets_in("an ordinary sentence about keys and tokens"), set())
+	not lib.has_secret(42)
+}
+
+test_luhn if {
+	every n in ["4111111111111111", "4242424242424242", "5555555555554444", "378282246310005"] {
+		lib.luhn_valid(n)
+	}
+	every n in ["4111111111111112", "1234567890123", "411111111111", "4111-1111-1111-1111", 4111111111111111] {
+		not lib.luhn_valid(n)
+	}
+}
+
+test_card_numbers_in_text if {
+	fixtures.same(lib.card_numbers_in("pay with 4111 1111 1111 1111 or 4242-4242-4242-4242, not 4111 1111 1111 1112"), {
+		"4111111111111111",
+		"4242424242424242",
+	})
+	fixtures.same(lib.card_numbers_in("order 1234567890123 shipped"), set())
+}
+
+test_iban_checksum if {
+	every iban in ["GB29NWBK60161331926819", "DE89370400440532013000", "de89 3704 0044 0532 0130 00", "CH9300762011623852957"] {
+		lib.iban_valid(iban)
+	}
+	every bad in ["GB29NWBK60161331926818", "UK12345678901234567890", "US133000000121212121212", "Spotify", "\u017fE3550000000054910000003", "GB29", 7] {
+		not lib.iban_valid(bad)
+	}
+	fixtures.same(lib.iban_compact("gb29 nwbk 6016 1331 9268 19"), "GB29NWBK60161331926819")
+	not lib.iban_compact("\u017fE35")
+}
+
+test_ibans_and_pii_in_text if {
+	text := "send to DE89 3704 0044 0532 0130 00 or GB29NWBK60161331926818; mail ann@example.com"
+	fixtures.same(lib.ibans_in(text), {"DE89370400440532013000"})
+	fixtures.same(lib.pii_in(text), {"iban", "email"})
+	fixtures.same(lib.pii_in("card 4111111111111111"), {"card_number"})
+	fixtures.same(lib.pii_in("nothing"), set())
+}
