@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.approvals.presented import VerifiedApproval
-from app.decide.approval_outcome import ApprovalOutcome
-from app.decide.stages import Prepared, Validated, conversation_id
-from app.errors import ToolgateError
 from app.contracts.contract import ToolContract
+from app.decide.approval_outcome import ApprovalOutcome
+from app.decide.stages import Prepared, conversation_id
+from app.errors import ToolgateError
 from app.idempotency.store import Report
 from app.models import IdempotencyInfo, LimitSpec, PolicyDecision, RateLimitSpec, Subject
 from app.session.events import Event, Outcome, encode_args
@@ -35,9 +35,15 @@ def _keys(subject: Subject) -> SubjectKeys:
     return SubjectKeys(subject.tenant, subject.id)
 
 
-def snapshot(stage: Validated, store: SessionStore) -> Snapshot:
-    """The subject's session as the policy sees it. Raises ``DependencyUnavailable`` (503)."""
-    return store.snapshot(_keys(stage.subject), conversation_id(stage.request))
+def _key_digest(stage: Prepared) -> str | None:
+    """What names the call's idempotency key in its events (a digest of its record's tag)."""
+    return stage.reservation.scope.tag[:16] if stage.reservation is not None else None
+
+
+def snapshot(stage: Prepared, store: SessionStore) -> Snapshot:
+    """The subject's session as the policy sees it, the call's own earlier attempts (same
+    key) left out of the counts. Raises ``DependencyUnavailable`` (503)."""
+    return store.snapshot(_keys(stage.subject), conversation_id(stage.request), own_key=_key_digest(stage))
 
 
 @dataclass(frozen=True)
@@ -124,7 +130,7 @@ def note(
         stage.contract.meta if stage.contract else None, stage.normalized_input, stage.sensitive_paths,
         conversation=conversation_id(stage.request), tool=stage.tool.name, version=stage.tool.version,
         decision=decision, replayed=replayed, approved=decision == "allow" and isinstance(outcome.presented, VerifiedApproval),
-        mutating=stage.tool.mutating,
+        mutating=stage.tool.mutating, key=_key_digest(stage),
     )
     store.note(keys, stage.call.decision_id, event, args=encode_args(stage.display_input, store.max_args_bytes), shares=shares)
     return shares

@@ -57,7 +57,9 @@ def _amounts(document: Any, pointers: tuple[str, ...], sensitive: tuple[str, ...
 class Event:
     """One decided call: ``conversation`` None for a call without a conversation id;
     ``decision`` the final word; ``replayed`` an idempotent replay (it did not run again);
-    ``approved`` allowed after a verified approval; ``amounts`` per amount pointer."""
+    ``approved`` allowed after a verified approval; ``amounts`` per amount pointer; ``key``
+    names the call's idempotency key (a digest, None without a key), so that a retry of the
+    same call does not count its own earlier attempts."""
 
     conversation: str | None
     tool: str
@@ -69,6 +71,7 @@ class Event:
     amounts: dict[str, float]
     counterparties: tuple[str, ...]
     resources: tuple[str, ...]
+    key: str | None = None
 
     @classmethod
     def of_call(
@@ -89,7 +92,7 @@ class Event:
         return _compact({
             "c": self.conversation, "t": self.tool, "v": self.version, "d": self.decision, "r": self.replayed,
             "a": self.approved, "m": self.mutating, "amt": self.amounts, "cp": list(self.counterparties),
-            "res": list(self.resources),
+            "res": list(self.resources), "k": self.key,
         })
 
     @classmethod
@@ -98,7 +101,7 @@ class Event:
         return cls(
             conversation=raw["c"], tool=raw["t"], version=raw["v"], decision=raw["d"], replayed=raw["r"],
             approved=raw["a"], mutating=raw["m"], amounts=raw["amt"], counterparties=tuple(raw["cp"]),
-            resources=tuple(raw["res"]),
+            resources=tuple(raw["res"]), key=raw.get("k"),
         )
 
 

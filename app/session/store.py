@@ -66,8 +66,9 @@ class SessionStore:
         #: ``TOOLGATE_RATE_LIMIT_PER_SUBJECT``, applied to every decided call (None: unset).
         self.default_rate_limit = settings_rate_limit(settings.rate_limit_per_subject)
 
-    def snapshot(self, keys: SubjectKeys, conversation: str | None) -> Snapshot:
-        """The subject's events within the retention window, newest first."""
+    def snapshot(self, keys: SubjectKeys, conversation: str | None, *, own_key: str | None = None) -> Snapshot:
+        """The subject's events within the retention window, newest first; ``own_key`` (the
+        call's key digest) leaves the call's own earlier attempts out of the counts."""
         now = now_ms()
         timeline, events, outcomes, args, _ = keys.events
         flat, found, reports, kept = self.redis.eval(
@@ -76,7 +77,7 @@ class SessionStore:
         )
         stored = parse(flat, found, reports, kept)
         truncated = len(flat) // 2 > self.max_events
-        return Snapshot(stored[: self.max_events], truncated, now, conversation, self.windows_s, self.recent)
+        return Snapshot(stored[: self.max_events], truncated, now, conversation, self.windows_s, self.recent, own_key)
 
     def admit(
         self,

@@ -129,13 +129,21 @@ class Snapshot:
     conversation: str | None
     windows_s: tuple[int, ...]
     recent: int
+    #: The call's idempotency key digest: the call's own earlier attempts (a retry of it) are
+    #: left out of counts and sums, though ``recent`` lists them.
+    own_key: str | None = None
+
+    def _earlier(self) -> list[StoredEvent]:
+        if self.own_key is None:
+            return self.events
+        return [e for e in self.events if e.event.key != self.own_key]
 
     def as_input(self) -> dict[str, Any]:
         """``input.session``: one pass over the events for both scopes."""
         windows = {window_name(seconds): seconds for seconds in self.windows_s}
         limits_ms = [(name, seconds * 1000) for name, seconds in windows.items()]
         subject, conversation = _Aggregate(windows), _Aggregate(windows)
-        for stored in self.events:
+        for stored in self._earlier():
             age_ms = self.now_ms - stored.time_ms
             inside = [name for name, limit_ms in limits_ms if age_ms < limit_ms]
             subject.add(stored, inside)
@@ -155,7 +163,7 @@ class Snapshot:
         if self.conversation is None:
             return {}
         tools: dict[str, int] = {}
-        for stored in self.events:
+        for stored in self._earlier():
             if stored.event.conversation == self.conversation and stored.executed:
                 tools[stored.event.tool] = tools.get(stored.event.tool, 0) + 1
         return {

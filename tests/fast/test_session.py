@@ -160,8 +160,13 @@ def test_a_replay_reserves_nothing(deps, engine) -> None:
     replay = pay(deps, 100, "p-1")
     assert replay.decision == "allow" and replay.idempotency.state == "replayed"
     assert reserved.idempotency.state == "reserved"
+    # The replay does not count its own earlier attempt (a retry is not a second call) ...
+    assert engine.inputs[-1]["session"]["subject"]["calls"]["24h"] == {}
+    assert [r["decision"] for r in engine.inputs[-1]["session"]["recent"]] == ["allow"]  # ... though it lists it
+    pay(deps, 1, "p-2")
     calls = engine.inputs[-1]["session"]["subject"]["calls"]["24h"]
-    assert calls == {"processPayment": 1}  # the replay did not run again
+    assert calls == {"processPayment": 1}  # and the replay did not run again
+    assert engine.inputs[-1]["history"]["tools"] == {"processPayment": 1}
 
 
 def test_a_dry_run_checks_limits_without_reserving(deps, engine) -> None:
