@@ -11,7 +11,12 @@ picks its storage when it is first imported, and importing ``app.settings`` impo
 before that import: the operator's value, else a fresh private temporary directory.
 ``on_starting`` empties it (stale files of an earlier run would be summed in) and
 ``child_exit`` marks an exited worker dead for live gauges; ``on_exit`` removes the directory
-if it was made here.
+if it was made here. The workers' policy status files (``TOOLGATE_POLICY_STATUS_DIR``, read by
+``GET /v1/policy/status``) get the same treatment.
+
+Start-up check: ``on_starting`` runs ``python -m app.policy.preflight`` in a child process (the
+Go runtime of the OPA engine must not start in the master): policies that do not load, verify
+or compile stop the gateway with exit 1 and the error on stderr, before any worker forks.
 """
 
 import os
@@ -20,6 +25,9 @@ import tempfile
 _OWN_METRICS_DIR = None
 if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
     _OWN_METRICS_DIR = os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="toolgate-metrics-")
+_OWN_STATUS_DIR = None
+if not os.environ.get("TOOLGATE_POLICY_STATUS_DIR"):
+    _OWN_STATUS_DIR = os.environ["TOOLGATE_POLICY_STATUS_DIR"] = tempfile.mkdtemp(prefix="toolgate-policy-status-")
 
 from app.settings import load_settings  # noqa: E402 - after the multiprocess directory is set
 
@@ -45,10 +53,11 @@ limit_request_field_size = 16384
 
 
 def on_starting(server):
-    """Master, before the workers fork: refuse a taken address (with ``reuse_port``), create the
-    metrics directory and remove stale files."""
+    """Master, before the workers fork: refuse a taken address (with ``reuse_port``) and
+    policies that cannot be used, create the metrics directory and remove stale files."""
     if server.cfg.reuse_port:
         _refuse_taken_addresses(server)
+    _refuse_unusable_policies(server)
     directory = os.environ["PROMETHEUS_MULTIPROC_DIR"]
     os.makedirs(directory, mode=0o700, exist_ok=True)
     for name in os.listdir(directory):
@@ -80,16 +89,32 @@ def _refuse_taken_addresses(server):
                 sys.exit(1)
 
 
+def _refuse_unusable_policies(server):
+    """Exit 1 when ``app.policy.preflight`` fails (its message is already on stderr)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "app.policy.preflight"], check=False)
+    if done.returncode != 0:
+        server.log.error("start-up policy check failed (exit %s): not starting", done.returncode)
+        sys.exit(1)
+
+
 def child_exit(server, worker):
-    """Master, after a worker exited: drop its live-gauge series (prometheus multiprocess)."""
+    """Master, after a worker exited: drop its live-gauge series (prometheus multiprocess) and
+    its policy status file."""
     from prometheus_client import multiprocess
 
+    from app.engine.status import remove_worker
+
     multiprocess.mark_process_dead(worker.pid)
+    remove_worker(os.environ["TOOLGATE_POLICY_STATUS_DIR"], worker.pid)
 
 
 def on_exit(server):
-    """Master, on shutdown: remove the metrics directory if this file created it."""
-    if _OWN_METRICS_DIR is not None:
-        import shutil
+    """Master, on shutdown: remove the metrics and status directories if this file created them."""
+    import shutil
 
-        shutil.rmtree(_OWN_METRICS_DIR, ignore_errors=True)
+    for directory in (_OWN_METRICS_DIR, _OWN_STATUS_DIR):
+        if directory is not None:
+            shutil.rmtree(directory, ignore_errors=True)

@@ -3,7 +3,7 @@
     toolgate serve [--bind HOST:PORT]
     toolgate token --sub S --tenant T --role R [--role R2] [--ttl SECONDS]
     toolgate replay FILE.jsonl --url URL [--sub S --tenant T --role R] [--json]
-    toolgate policy test [DIR]
+    toolgate policy test|build|verify|push|serve-bundle ...   (app.policy.commands)
     toolgate idempotency resolve --tenant T --subject S --key K --as completed|released
     toolgate idempotency show --tenant T --subject S --key K
     toolgate --version
@@ -60,19 +60,6 @@ def _replay(args: argparse.Namespace) -> int:
         return 2
     print(format_report(report, as_json=args.json))
     return 0 if report.errors == 0 else 1
-
-
-def _policy_test(args: argparse.Namespace) -> int:
-    from app.policy_testing import PolicyLoadError, run_policy_tests
-
-    directory = Path(args.dir) if args.dir else load_settings().policy_dir
-    try:
-        report = run_policy_tests(directory)
-    except PolicyLoadError as exc:
-        print(f"toolgate policy test: {exc}", file=sys.stderr)
-        return 1
-    print(report.format_text())
-    return 0 if report.ok else 1
 
 
 def _idempotency_show(args: argparse.Namespace) -> int:
@@ -170,12 +157,6 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--timeout", type=float, default=10.0, help="per-request timeout in seconds")
     replay.set_defaults(func=_replay)
 
-    policy = sub.add_parser("policy", help="policy tools")
-    policy_sub = policy.add_subparsers(dest="policy_command", required=True)
-    ptest = policy_sub.add_parser("test", help="run the Rego tests (*_test.rego) with the embedded engine")
-    ptest.add_argument("dir", nargs="?", help="policy directory (default TOOLGATE_POLICY_DIR)")
-    ptest.set_defaults(func=_policy_test)
-
     idem = sub.add_parser("idempotency", help="idempotency records in Redis")
     idem_sub = idem.add_subparsers(dest="idempotency_command", required=True)
     resolve = idem_sub.add_parser(
@@ -194,11 +175,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     from app.audit.commands import add_audit_commands
     from app.mcp.commands import add_mcp_command
+    from app.policy.commands import add_policy_commands
     from app.proxy.commands import add_proxy_commands
     from app.receipts.commands import add_receipt_commands
 
     add_audit_commands(sub)
     add_receipt_commands(sub)
+    add_policy_commands(sub)
     add_proxy_commands(sub)
     add_mcp_command(sub)
     return parser

@@ -58,6 +58,11 @@ POLICY_INVALID_RESULTS = Counter(
     "Engine results that were not a valid decision and were normalized to deny.",
 )
 ENGINE_ERRORS = Counter("toolgate_engine_errors_total", "Policy engine failures by kind.", ["kind"])
+POLICY_RELOADS = Counter("toolgate_policy_reloads_total", "Policy bundles activated by the embedded engine.")
+POLICY_RELOAD_REFUSALS = Counter(
+    "toolgate_policy_reload_refusals_total",
+    "Policy bundles refused by the embedded engine: signature, compile, unreadable, unavailable.", ["kind"]
+)
 PHASE_SECONDS = Histogram(
     "toolgate_phase_seconds",
     "Duration of each decide phase in seconds.",

@@ -10,7 +10,9 @@ from app.vocabulary import (
     CALL_ID_PATTERN,
     DECISION_ID_PATTERN,
     LIMIT_ID_PATTERN,
+    NAMESPACE_PATTERN,
     RESERVATION_TOKEN_PATTERN,
+    RULE_ID_PATTERN,
     TOOL_NAME_PATTERN,
     VERSION_PATTERN,
     AiSdkStatus,
@@ -59,6 +61,9 @@ class DecideRequest(BaseModel):
 
     tool: str = Field(pattern=TOOL_NAME_PATTERN, description="Tool name, exact contract name.")
     version: str = Field(default="1", pattern=VERSION_PATTERN, description="Contract version.")
+    namespace: str = Field(
+        default="", pattern=NAMESPACE_PATTERN, description="The tool suite's namespace (empty: the default namespace)."
+    )
     tool_call_id: str | None = Field(
         default=None, pattern=CALL_ID_PATTERN, description="The model's tool call id (printable ASCII, 1-128)."
     )
@@ -79,10 +84,23 @@ class DecideRequest(BaseModel):
 
 
 class ToolRef(BaseModel):
-    """A tool name and contract version as echoed in responses."""
+    """A tool name and contract version as echoed in responses, with its namespace when it is
+    not the default one."""
 
     name: str
     version: str
+    namespace: str | None = Field(default=None, exclude_if=lambda value: value is None)
+
+
+class MatchedRule(BaseModel):
+    """One rule that contributed to a decision: its stable id (``family.rule``, or
+    ``toolgate.<rule>`` for the library's own), its effect and its message."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str = Field(pattern=RULE_ID_PATTERN)
+    effect: Literal["deny", "approval", "allow"]
+    message: str
 
 
 class LimitSpec(BaseModel):
@@ -121,6 +139,7 @@ class PolicyDecision(BaseModel):
 
     decision: DecisionWord
     reasons: tuple[str, ...] = ()
+    matched_rules: tuple[MatchedRule, ...] = ()
     approval_reason: str | None = None
     approver_roles: tuple[str, ...] | None = None
     approval_ttl_s: int | None = None
@@ -282,6 +301,9 @@ class DecideResponse(BaseModel):
     policy_revision: str
     tool: ToolRef
     input: dict[str, Any]
+    matched_rules: list[MatchedRule] = Field(
+        default_factory=list, description="The rules that matched, by effect then id (empty when the policy names none)."
+    )
     approval: ApprovalInfo | None = None
     idempotency: IdempotencyInfo | None = None
     dry_run: bool | None = None
@@ -299,6 +321,7 @@ class ToolDescription(BaseModel):
 
     name: str
     version: str
+    namespace: str
     description: str
     mutating: bool
     risk: Literal["low", "medium", "high"]
@@ -348,6 +371,7 @@ class DecisionRecord(BaseModel):
     decision: DecisionWord | None
     ai_sdk_status: AiSdkStatus | None
     reasons: list[str]
+    matched_rules: list[MatchedRule] = Field(default_factory=list, description="the rules that matched")
     policy_revision: str | None
     engine: str | None
     engine_decision_id: str | None

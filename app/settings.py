@@ -609,6 +609,58 @@ class InterfaceSettings(_Section):
 
 
 #: The sections in reference order.
+# --- Policy bundles, signing and reload ---
+class PolicyBundleSettings(_Section):
+    """Policy bundles, signing and reload.
+
+    Where the embedded engine reads bundles and how often it polls them, the key that verifies
+    them (app/policy/signing.py), who may read GET /v1/policy/status, the sidecar's bundle name.
+    """
+
+    policy_bundle: str | None = Field(
+        None,
+        description="Where the embedded engine reads policies instead of TOOLGATE_POLICY_DIR: a bundle "
+        "tarball path or an http(s):// bundle URL (polled with If-None-Match).",
+    )
+    policy_poll_interval_s: float = Field(
+        0.0, ge=0, le=3600,
+        description="Seconds between polls of the policy directory, bundle file or URL by each worker; "
+        "0 loads once at start.",
+    )
+    policy_bundle_timeout_ms: int = Field(
+        5000, gt=0, le=120_000, description="Connect and per-read timeout of one bundle URL fetch, in ms."
+    )
+    policy_verification_key: SecretStr | None = Field(
+        None,
+        description="Bundle verification key: PEM text or a PEM file path (an HS256 secret as text). Set, "
+        "every bundle must carry a valid .signatures.json.",
+    )
+    policy_verification_key_id: str = Field(
+        "default", min_length=1, max_length=128, description="Key id of the verification key (OPA's default)."
+    )
+    policy_verification_algorithm: Literal[
+        "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "HS256"
+    ] = Field("RS256", description="Signature algorithm the verification key accepts.")
+    policy_verification_scope: str = Field("", max_length=256, description="Required signature scope ('' none).")
+    policy_status_dir: Path | None = Field(
+        None,
+        description="Directory where each worker publishes its policy status for GET /v1/policy/status; "
+        "gunicorn.conf.py makes a private one when unset.",
+    )
+    policy_operator_roles: CsvList = Field(
+        ["operator"], description="Roles that may read GET /v1/policy/status (comma-separated)."
+    )
+    opa_bundle_name: str = Field(
+        "toolgate", pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+        description="Name of the policy bundle in the OPA sidecar's configuration (its status is read by name).",
+    )
+
+    @field_validator("policy_operator_roles", mode="before")
+    @classmethod
+    def _operator_roles_csv(cls, value: object) -> object:
+        return _split_csv(value)
+
+
 SECTIONS: tuple[type[BaseModel], ...] = (
     DeploymentSettings,
     ServerSettings,
@@ -617,6 +669,7 @@ SECTIONS: tuple[type[BaseModel], ...] = (
     JwtSettings,
     EngineSettings,
     OpaSidecarSettings,
+    PolicyBundleSettings,
     ContractSettings,
     RedisSettings,
     IdempotencySettings,
@@ -635,6 +688,7 @@ class Settings(
     ApprovalSettings,
     EngineSettings,
     OpaSidecarSettings,
+    PolicyBundleSettings,
     ContractSettings,
     RedisSettings,
     IdempotencySettings,

@@ -27,6 +27,16 @@ EVENT_TYPES: tuple[str, ...] = get_args(EventType)
 #: Tool names resolve by exact membership only (DESIGN §3).
 TOOL_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_.-]{0,127}$"
 VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$"
+#: A tool suite's namespace, so that two suites can each have ``send_email``; empty: the default.
+NAMESPACE_PATTERN = r"^([a-z][a-z0-9_-]{0,63})?$"
+
+
+def qualified_tool(namespace: str, name: str) -> str:
+    """A tool's name across namespaces: ``namespace/name``, or ``name`` in the default
+    namespace (``/`` is never in a tool name, so the two forms cannot collide)."""
+    return f"{namespace}/{name}" if namespace else name
+#: A policy rule id: ``family.rule`` (``toolgate.rule`` for the library's own), dotted Rego names.
+RULE_ID_PATTERN = r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)+$"
 #: The model's tool call id: printable ASCII without spaces, 1-128 characters.
 CALL_ID_PATTERN = r"^[\x21-\x7e]{1,128}$"
 #: ``X-Request-Id`` accepted from a client (DESIGN §2 step 1).

@@ -82,14 +82,15 @@ def run_engine_bench(duration_s: float = 5.0, policy_dir: Path | None = None) ->
     from opa_bindings import OpaEngine
 
     from app.engine.embedded import EmbeddedEngine
-    from app.policy_testing import load_bundle
+    from app.engine.sources import DirectorySource
+    from app.policy.bundle import load_bundle
     from app.settings import Settings
 
     policy_dir = policy_dir or PROJECT_ROOT / "policies"
     # The gateway's Go runtime settings (their defaults), before the first engine loads Go.
     defaults = Settings.model_fields
     embedded = EmbeddedEngine(
-        policy_dir, "toolgate/decision",
+        DirectorySource(policy_dir), "toolgate/decision",
         go_gc_percent=defaults["engine_go_gc_percent"].default, go_max_procs=defaults["engine_go_max_procs"].default,
     )
     raw = OpaEngine()
@@ -164,7 +165,7 @@ def run_floor_bench(duration_s: float = 10.0, policy_dir: Path | None = None) ->
     ``duration_s`` seconds in all. Raises ``opa_bindings.OpaError`` if the policies do not load."""
     from opa_bindings import OpaEngine
 
-    from app.policy_testing import load_bundle
+    from app.policy.bundle import load_bundle
 
     shipped = OpaEngine()
     load_bundle(shipped, policy_dir or PROJECT_ROOT / "policies", include_tests=False)

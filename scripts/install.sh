@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Install everything toolgate needs on a Debian machine (run as root): system packages,
-# a virtualenv in .venv with the embedded OPA engine and the project with its test extras.
-# Idempotent: a second run only re-installs what changed (pyproject.toml, lock files).
+# a virtualenv in .venv with the embedded OPA engine and the project with its test extras,
+# and the pinned OPA toolchain (tools/versions.env) built from its Go module into .tools/bin.
+# Idempotent: a second run only re-installs what changed (pyproject.toml, lock files), OPA
+# only when .tools/bin/opa does not report the pinned version.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +17,7 @@ command -v git >/dev/null || need_apt+=(git)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || need_apt+=(postgresql)
 command -v chattr >/dev/null || need_apt+=(e2fsprogs)
 command -v wrk >/dev/null || need_apt+=(wrk)  # load generator of the benchmark (bench/)
+command -v curl >/dev/null || need_apt+=(curl)  # scripts/serve.sh waits for the OPA sidecar with it
 [ -x /usr/sbin/nginx ] || need_apt+=(nginx)  # the proxy in front of gunicorn (app/proxy)
 if [ ${#need_apt[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
@@ -22,6 +25,8 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get install -y -qq "${need_apt[@]}" >/dev/null
 fi
 # redis-server from Debian starts a system service; toolgate starts its own where it needs one.
+
+bash scripts/install-opa.sh
 
 stamp=".venv/.toolgate-installed"
 want="$(sha256sum pyproject.toml scripts/install.sh | sha256sum | cut -c1-16)"

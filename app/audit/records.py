@@ -79,6 +79,8 @@ class AuditEvent:
     decision: str | None = None
     ai_sdk_status: str | None = None
     reasons: tuple[str, ...] = ()
+    #: ``[{id, effect, message}]``: the rules that matched (empty when the policy named none).
+    matched_rules: tuple[dict[str, str], ...] = ()
     policy_revision: str | None = None
     engine: str | None = None
     engine_decision_id: str | None = None
@@ -104,6 +106,7 @@ class AuditEvent:
             raise ValueError("time must be timezone-aware")
         object.__setattr__(self, "roles", tuple(self.roles))
         object.__setattr__(self, "reasons", tuple(self.reasons))
+        object.__setattr__(self, "matched_rules", tuple(dict(rule) for rule in self.matched_rules))
         object.__setattr__(self, "redacted_paths", tuple(self.redacted_paths))
 
     def to_doc(self) -> dict[str, Any]:
@@ -112,6 +115,7 @@ class AuditEvent:
         doc["time"] = format_us(self.time)
         doc["roles"] = list(self.roles)
         doc["reasons"] = list(self.reasons)
+        doc["matched_rules"] = [dict(rule) for rule in self.matched_rules]
         doc["redacted_paths"] = list(self.redacted_paths)
         doc["durations_ms"] = dict(self.durations_ms)
         return doc

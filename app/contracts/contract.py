@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from app.errors import ValidationFailed
-from app.vocabulary import LABEL_PATTERN, TOOL_NAME_PATTERN, VERSION_PATTERN
+from app.vocabulary import LABEL_PATTERN, NAMESPACE_PATTERN, TOOL_NAME_PATTERN, VERSION_PATTERN, qualified_tool
 
 Risk = Literal["low", "medium", "high"]
 Pointer = Annotated[str, StringConstraints(pattern=r"^(/[^/]*)+$", max_length=512)]
@@ -38,6 +38,7 @@ class ContractMetadata(BaseModel):
 
     name: str = Field(pattern=TOOL_NAME_PATTERN)
     version: str = Field(pattern=VERSION_PATTERN)
+    namespace: str = Field(default="", pattern=NAMESPACE_PATTERN)
     description: str = ""
     mutating: bool
     risk: Risk
@@ -79,6 +80,15 @@ class ToolContract:
     @property
     def version(self) -> str:
         return self.meta.version
+
+    @property
+    def namespace(self) -> str:
+        return self.meta.namespace
+
+    @property
+    def qualified_name(self) -> str:
+        """``namespace/name`` (``app.vocabulary.qualified_tool``)."""
+        return qualified_tool(self.meta.namespace, self.meta.name)
 
     def validate_input(self, data: Any) -> dict[str, Any]:
         """Validate and normalize tool input. Raises ``ValidationFailed`` (422)."""

@@ -34,16 +34,16 @@ def read_contract_file(path: Path) -> ToolContract:
 
 
 class ContractRegistry:
-    """All contracts of this gateway, keyed by exact ``(name, version)``. Raises
-    ``ContractLoadError`` when two contracts share a name and version."""
+    """All contracts of this gateway, keyed by exact ``(namespace, name, version)``. Raises
+    ``ContractLoadError`` when two contracts share all three."""
 
     def __init__(self, contracts: list[ToolContract]) -> None:
-        self._by_key: dict[tuple[str, str], ToolContract] = {}
+        self._by_key: dict[tuple[str, str, str], ToolContract] = {}
         for contract in contracts:
-            key = (contract.name, contract.version)
+            key = (contract.namespace, contract.name, contract.version)
             if key in self._by_key:
                 raise ContractLoadError(
-                    f"duplicate contract {key[0]} v{key[1]}: {self._by_key[key].source} and {contract.source}"
+                    f"duplicate contract {contract.qualified_name} v{key[2]}: {self._by_key[key].source} and {contract.source}"
                 )
             self._by_key[key] = contract
 
@@ -62,19 +62,19 @@ class ContractRegistry:
             contracts.extend(read_contract_file(path) for path in files)
         return cls(contracts)
 
-    def get(self, name: str, version: str) -> ToolContract | None:
-        """The contract for exactly ``(name, version)``, or None (a dynamic tool)."""
-        return self._by_key.get((name, version))
+    def get(self, name: str, version: str, namespace: str = "") -> ToolContract | None:
+        """The contract for exactly ``(namespace, name, version)``, or None (a dynamic tool)."""
+        return self._by_key.get((namespace, name, version))
 
-    def sensitive_paths(self, name: str) -> tuple[str, ...]:
-        """Every sensitive path declared by any version of tool ``name``: what to redact from
-        the input of a version that has no contract (a caller must not be able to dodge
-        redaction by naming an unknown version)."""
-        paths = {p for (n, _), c in self._by_key.items() if n == name for p in c.meta.sensitive_paths}
+    def sensitive_paths(self, name: str, namespace: str = "") -> tuple[str, ...]:
+        """Every sensitive path declared by any version of tool ``name`` in ``namespace``: what
+        to redact from the input of a version that has no contract (a caller must not be able
+        to dodge redaction by naming an unknown version)."""
+        paths = {p for (ns, n, _), c in self._by_key.items() if (ns, n) == (namespace, name) for p in c.meta.sensitive_paths}
         return tuple(sorted(paths))
 
     def all(self) -> list[ToolContract]:
-        """Every contract, sorted by name then version."""
+        """Every contract, sorted by namespace, name, then version."""
         return [self._by_key[k] for k in sorted(self._by_key)]
 
     def __len__(self) -> int:

@@ -15,7 +15,7 @@ from app.contracts.redaction import redact
 from app.decide.stages import Authenticated, Decided, Parsed, Prepared, Refusal, Validated, conversation_id
 from app.errors import InternalError, ToolgateError
 from app.models import ApprovalAnswerBody, Subject
-from app.vocabulary import EventType
+from app.vocabulary import EventType, qualified_tool
 
 KeyHash = Callable[[str], str]
 _MAX_REASON_CHARS = 500
@@ -85,11 +85,12 @@ def decide_event(
         subject_id=subject.id,
         roles=subject.roles,
         conversation_id=conversation_id(request) if request else None,
-        tool=request.tool if request else None,
+        tool=qualified_tool(request.namespace, request.tool) if request else None,
         version=request.version if request else None,
         decision=response.decision if response else None,
         ai_sdk_status=response.ai_sdk_status if response else None,
         reasons=tuple(response.reasons) if response else (),
+        matched_rules=tuple(rule.model_dump() for rule in response.matched_rules) if response else (),
         policy_revision=response.policy_revision if response else None,
         engine=engine,
         engine_decision_id=decided.decision.engine_decision_id if decided else None,

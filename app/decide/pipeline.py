@@ -80,7 +80,7 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
     decision = outcome.decision
     # Unregistered tools: name and version are caller input, so one fixed label value for both.
     tool = prepared.tool
-    label = (tool.name, tool.version) if tool.registered else ("_dynamic", "_dynamic")
+    label = (tool.qualified, tool.version) if tool.registered else ("_dynamic", "_dynamic")
     metrics.DECISIONS.labels(*label, decision.decision).inc()
     optional: dict[str, Any] = {}
     if outcome.approval is not None:
@@ -98,8 +98,9 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
         decision_id=prepared.call.decision_id,
         request_id=prepared.call.request_id,
         policy_revision=policy_revision,
-        tool=ToolRef(name=tool.name, version=tool.version),
+        tool=ToolRef(name=tool.name, version=tool.version, namespace=tool.namespace or None),
         input=prepared.display_input,
+        matched_rules=list(decision.matched_rules),
         **optional,
         ai_sdk_status=ai_sdk_status(decision, outcome.presented),
     )

@@ -28,7 +28,7 @@ def call_facts(stage: Validated, *, refusal: str) -> CallFacts:
     return CallFacts(
         tenant=stage.subject.tenant,
         subject=stage.subject.id,
-        tool=stage.tool.name,
+        tool=stage.tool.qualified,
         version=stage.tool.version,
         tool_call_id=stage.request.tool_call_id,
         input_fingerprint=stage.fingerprint,

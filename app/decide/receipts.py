@@ -7,8 +7,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from pydantic import BaseModel
-
 from app.approvals.presented import VerifiedApproval
 from app.decide.stages import Prepared
 from app.models import PolicyDecision
@@ -17,12 +15,11 @@ from app.timefmt import format_us, utc_now
 
 
 def matched_rules(decision: PolicyDecision) -> list[dict[str, Any]] | None:
-    """The rules the policy reports as matched (``matched_rules: [{id, effect, message}]``,
-    docs/design.md §10) as JSON objects; None when the decision carries none."""
-    rules = getattr(decision, "matched_rules", None)
-    if rules is None:
+    """The rules the policy reports as matched (``matched_rules: [{id, effect, message}]``)
+    as JSON objects; None when the decision names none."""
+    if not decision.matched_rules:
         return None
-    return [rule.model_dump(mode="json") if isinstance(rule, BaseModel) else dict(rule) for rule in rules]
+    return [rule.model_dump(mode="json") for rule in decision.matched_rules]
 
 
 def receipt_claims(stage: Prepared, decision: PolicyDecision, policy_revision: str) -> ReceiptClaims:
@@ -35,7 +32,7 @@ def receipt_claims(stage: Prepared, decision: PolicyDecision, policy_revision: s
         iat=int(time.time()),
         tenant=stage.subject.tenant,
         subject=stage.subject.id,
-        tool=stage.tool.name,
+        tool=stage.tool.qualified,
         version=stage.tool.version,
         input_fingerprint=stage.fingerprint,
         decision=decision.decision,

@@ -29,7 +29,7 @@ def check(stage: Validated, store: IdempotencyStore) -> PendingCall | None:
         scope=scope,
         fingerprint=fp,
         subject_id=stage.subject.id,
-        tool=stage.tool.name,
+        tool=stage.tool.qualified,
         version=stage.tool.version,
         lease_s=(meta.lease_s if meta and meta.lease_s else store.lease_s),
         retry_safe=retry_safe,

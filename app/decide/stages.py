@@ -23,6 +23,7 @@ from app.contracts.redaction import redact
 from app.idempotency.store import PendingCall
 from app.models import ApprovalInfo, DecideRequest, DecideResponse, IdempotencyInfo, PolicyDecision, Subject
 from app.session.store import Share
+from app.vocabulary import qualified_tool
 
 S = TypeVar("S", bound="Received")
 
@@ -90,13 +91,21 @@ class ToolFacts:
     mutating: bool
     risk: str
     annotations: ToolAnnotations | None = None
+    namespace: str = ""
     #: The contract's ``output_labels``: what a result of this tool brings into the session.
     output_labels: tuple[str, ...] = ()
+
+    @property
+    def qualified(self) -> str:
+        """The tool's identity across namespaces (``app.vocabulary.qualified_tool``): what
+        fingerprints, grants, idempotency records, decision records and metrics name."""
+        return qualified_tool(self.namespace, self.name)
 
     def as_input(self) -> dict[str, Any]:
         facts: dict[str, Any] = {
             "name": self.name,
             "version": self.version,
+            "namespace": self.namespace,
             "registered": self.registered,
             "mutating": self.mutating,
             "risk": self.risk,

@@ -40,8 +40,8 @@ def parse(stage: Authenticated, contracts: ContractRegistry, limits: RequestLimi
             http_status=422,
             details={"problems": [{"path": "/input", "message": "too deeply nested"}]},
         )
-    contract = contracts.get(request.tool, request.version)
-    sensitive = contract.meta.sensitive_paths if contract else contracts.sensitive_paths(request.tool)
+    contract = contracts.get(request.tool, request.version, request.namespace)
+    sensitive = contract.meta.sensitive_paths if contract else contracts.sensitive_paths(request.tool, request.namespace)
     return advance(stage, Parsed, request=request, contract=contract, sensitive_paths=sensitive)
 
 
@@ -65,13 +65,13 @@ def validate(stage: Parsed, settings: ContractSettings) -> Validated:
         if definition is not None:
             validate_upstream_input(definition.input_schema, request.input)
         normalized = request.input
-        tool = ToolFacts(request.tool, request.version, False, True, "high", annotations)
+        tool = ToolFacts(request.tool, request.version, False, True, "high", annotations, request.namespace)
     else:
         normalized = contract.validate_input(request.input)
         meta = contract.meta
-        tool = ToolFacts(meta.name, meta.version, True, meta.mutating, meta.risk, annotations, meta.output_labels)
+        tool = ToolFacts(meta.name, meta.version, True, meta.mutating, meta.risk, annotations, meta.namespace, meta.output_labels)
     try:
-        input_fingerprint: str | None = fingerprint(stage.subject.tenant, stage.subject.id, tool.name, tool.version, normalized)
+        input_fingerprint: str | None = fingerprint(stage.subject.tenant, stage.subject.id, tool.qualified, tool.version, normalized)
     except ValidationFailed:
         input_fingerprint = None
     return advance(stage, Validated, tool=tool, normalized_input=normalized, fingerprint=input_fingerprint)
@@ -83,4 +83,4 @@ def require_fingerprint(stage: Validated) -> str:
     if stage.fingerprint is not None:
         return stage.fingerprint
     subject, tool = stage.subject, stage.tool
-    return fingerprint(subject.tenant, subject.id, tool.name, tool.version, stage.normalized_input)
+    return fingerprint(subject.tenant, subject.id, tool.qualified, tool.version, stage.normalized_input)

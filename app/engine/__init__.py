@@ -1,31 +1,72 @@
 """Policy engines: one interface, two implementations chosen by settings (DESIGN §1, §3).
 
-- ``embedded``: the OPA Go engine in-process (``app.engine.embedded``).
+- ``embedded``: the OPA Go engine in-process (``app.engine.embedded``), reading a policy
+  directory, a bundle file or a bundle URL (``app.engine.sources``), with hot reload.
 - ``opa``: an OPA sidecar over the REST Data API (``app.engine.opa_http``).
 
-Both return a normalized ``PolicyDecision`` (``app.engine.normalize``) and raise
-``DependencyUnavailable`` when no decision can be made.
+Both return a normalized ``PolicyDecision`` (``app.engine.normalize``) carrying the revision
+that evaluated it, and raise ``DependencyUnavailable`` when no decision can be made.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from app.engine.base import PolicyEngine
+from app.engine.sources import (
+    BundleFileSource,
+    BundleUrlSource,
+    DirectorySource,
+    PolicySource,
+)
+from app.engine.status import WorkerStatusBoard
+from app.policy.bundle import MAX_BUNDLE_BYTES
+from app.policy.signing import BundleVerifier
 from app.settings import Settings
 
 
-def build_engine(settings: Settings) -> PolicyEngine:
-    """The engine selected by ``settings.engine``. Nothing is loaded until first use, so this
-    is safe to call in a gunicorn master before fork."""
-    if settings.engine == "opa":
-        from app.engine.opa_http import OpaSidecarEngine
+def build_source(settings: Settings) -> PolicySource:
+    """``TOOLGATE_POLICY_BUNDLE`` (an http(s) URL or a tarball path) if set, else the policy
+    directory."""
+    where = settings.policy_bundle
+    if where is None:
+        return DirectorySource(settings.policy_dir)
+    if where.startswith(("http://", "https://")):
+        return BundleUrlSource(where, timeout_s=settings.policy_bundle_timeout_ms / 1000, max_bytes=MAX_BUNDLE_BYTES)
+    return BundleFileSource(Path(where))
 
-        return OpaSidecarEngine(settings)
-    from app.engine.embedded import EmbeddedEngine
 
-    return EmbeddedEngine(
-        settings.policy_dir, settings.decision_path,
-        go_gc_percent=settings.engine_go_gc_percent, go_max_procs=settings.engine_go_max_procs,
+def build_verifier(settings: Settings) -> BundleVerifier | None:
+    """The bundle verifier when a verification key is configured, else None."""
+    if settings.policy_verification_key is None:
+        return None
+    return BundleVerifier(
+        key=settings.policy_verification_key.get_secret_value(),
+        algorithm=settings.policy_verification_algorithm,
+        key_id=settings.policy_verification_key_id,
+        scope=settings.policy_verification_scope,
     )
 
 
-__all__ = ["PolicyEngine", "build_engine"]
+def build_engine(settings: Settings) -> PolicyEngine:
+    """The engine selected by ``settings.engine``. Nothing is loaded and no thread is started
+    until first use, so this is safe to call in a gunicorn master before fork."""
+    board = WorkerStatusBoard(settings.policy_status_dir)
+    if settings.engine == "opa":
+        from app.engine.opa_http import OpaSidecarEngine
+
+        return OpaSidecarEngine(settings, status_board=board)
+    from app.engine.embedded import EmbeddedEngine
+
+    return EmbeddedEngine(
+        build_source(settings),
+        settings.decision_path,
+        verifier=build_verifier(settings),
+        poll_interval_s=settings.policy_poll_interval_s,
+        status_board=board,
+        go_gc_percent=settings.engine_go_gc_percent,
+        go_max_procs=settings.engine_go_max_procs,
+    )
+
+
+__all__ = ["PolicyEngine", "build_engine", "build_source", "build_verifier"]

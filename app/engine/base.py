@@ -11,11 +11,12 @@ a list, an unknown word, reasons that are not a list of strings, no result at al
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 from pydantic import ValidationError
 
-from app.models import LimitSpec, PolicyDecision, RateLimitSpec
+from app.bodies import release_validation_error
+from app.models import DecisionWord, LimitSpec, MatchedRule, PolicyDecision, RateLimitSpec
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +24,7 @@ NO_POLICY_DECISION = "no policy decision"
 _WORDS = ("allow", "deny", "user-approval")
 _MAX_REASONS = 32
 _MAX_REASON_CHARS = 500
+_MAX_MATCHED_RULES = 64
 _MAX_LIMITS = 16
 Spec = TypeVar("Spec", LimitSpec, RateLimitSpec)
 
@@ -47,6 +49,13 @@ class PolicyEngine(Protocol):
     def probe(self) -> None:
         """Readiness check: raises ``DependencyUnavailable`` when the engine cannot answer."""
 
+    def status(self, *, with_detail: bool = True) -> dict[str, Any]:
+        """This process's view of the policy in force (``engine``, ``revision``, ...);
+        ``with_detail=False`` omits operator-only messages."""
+
+    def workers(self) -> list[dict[str, Any]]:
+        """The published status of every live worker of this gateway."""
+
 
 class InvalidPolicyResult(Exception):
     """Raised inside normalization; turned into the fail-closed deny."""
@@ -58,7 +67,23 @@ def _string_list(value: Any, what: str) -> tuple[str, ...]:
     return tuple(v[:_MAX_REASON_CHARS] for v in value[:_MAX_REASONS])
 
 
-def _parse(result: Any) -> PolicyDecision:
+def _matched_rules(value: Any) -> tuple[MatchedRule, ...]:
+    """``matched_rules: [{id, effect, message}]``, strictly: anything else is an invalid result."""
+    if not isinstance(value, list):
+        raise InvalidPolicyResult("matched_rules is not a list")
+    rules = []
+    for item in value[:_MAX_MATCHED_RULES]:
+        if not isinstance(item, dict) or not isinstance(item.get("message"), str):
+            raise InvalidPolicyResult("a matched rule is not {id, effect, message}")
+        try:
+            rules.append(MatchedRule.model_validate({**item, "message": item["message"][:_MAX_REASON_CHARS]}))
+        except ValidationError as exc:
+            release_validation_error(exc)
+            raise InvalidPolicyResult("a matched rule is not {id, effect, message}") from None
+    return tuple(rules)
+
+
+def _parse(result: Any, policy_revision: str | None) -> PolicyDecision:
     if not isinstance(result, dict):
         raise InvalidPolicyResult(f"result is a {type(result).__name__}, not an object")
     word = result.get("decision")
@@ -73,7 +98,7 @@ def _parse(result: Any) -> PolicyDecision:
     else:
         reasons = ()
     approval = result.get("approval")
-    fields: dict[str, Any] = {}
+    fields: dict[str, Any] = {"matched_rules": _matched_rules(result.get("matched_rules", []))}
     if approval is not None:
         if not isinstance(approval, dict):
             raise InvalidPolicyResult("approval is not an object")
@@ -90,7 +115,7 @@ def _parse(result: Any) -> PolicyDecision:
             fields["approval_ttl_s"] = ttl
     fields["limits"] = _specs(result, "limits", LimitSpec)
     fields["rate_limits"] = _specs(result, "rate_limits", RateLimitSpec)
-    return PolicyDecision(decision=word, reasons=reasons, **fields)
+    return PolicyDecision(decision=cast(DecisionWord, word), reasons=reasons, policy_revision=policy_revision, **fields)
 
 
 def _specs(result: dict[str, Any], member: str, model: type[Spec]) -> tuple[Spec, ...]:
@@ -102,23 +127,28 @@ def _specs(result: dict[str, Any], member: str, model: type[Spec]) -> tuple[Spec
     try:
         specs = tuple(model.model_validate(item) for item in items)
     except ValidationError as exc:
-        raise InvalidPolicyResult(f"{member}: {exc.errors()[0]['msg']}") from None
+        problem = exc.errors()[0]["msg"]
+        release_validation_error(exc)
+        raise InvalidPolicyResult(f"{member}: {problem}") from None
     if len({spec.id for spec in specs}) != len(specs):
         raise InvalidPolicyResult(f"{member} names one id twice")
     return specs
 
 
-def normalize(result: Any, *, defined: bool = True, engine_decision_id: str | None = None) -> PolicyDecision:
+def normalize(
+    result: Any, *, defined: bool = True, engine_decision_id: str | None = None, policy_revision: str | None = None
+) -> PolicyDecision:
     """Turn a raw engine result into a ``PolicyDecision``; anything unusable is a deny.
 
     ``defined=False`` means the engine answered without a result (undefined document).
+    ``policy_revision``: the revision that evaluated (kept on the deny too).
     """
     from app import metrics
 
     try:
         if not defined:
             raise InvalidPolicyResult("the decision document is undefined (no result)")
-        decision = _parse(result)
+        decision = _parse(result, policy_revision)
     except InvalidPolicyResult as exc:
         log.warning("no policy decision: %s", exc, extra={"event": "policy_result_invalid", "detail": str(exc)})
         metrics.POLICY_INVALID_RESULTS.inc()
@@ -127,6 +157,7 @@ def normalize(result: Any, *, defined: bool = True, engine_decision_id: str | No
             reasons=(NO_POLICY_DECISION,),
             normalized_from_invalid=True,
             engine_decision_id=engine_decision_id,
+            policy_revision=policy_revision,
         )
     if engine_decision_id:
         decision = decision.model_copy(update={"engine_decision_id": engine_decision_id})

@@ -1,47 +1,42 @@
-"""The embedded policy engine: OPA's Go ``rego`` package in-process (opa-golib-python-bindings).
+"""The embedded policy engine: OPA's Go ``rego`` package in-process (opa-golib-python-bindings),
+with hot reload.
 
-One OPA engine per thread, created lazily on first use in that thread, so the Go runtime is
-never started in a gunicorn master before fork and evaluations in different threads run in
-parallel (the bindings serialize evaluations per engine). Policies are ``policy_dir/**/*.rego``
-without ``*_test.rego``, plus ``data.json`` files with OPA bundle semantics. The policy
-revision is a SHA-256 content hash of exactly those files.
+Snapshots: the engine holds one immutable ``Snapshot`` (a verified, compiled bundle and its
+revision) and replaces it as a whole. Each thread evaluates on its own OPA engine (the bindings
+serialize evaluations per engine), built from a snapshot on that thread's first evaluation
+after the snapshot changed; an evaluation reads the snapshot once, evaluates on the engine made
+from it and returns that snapshot's revision in ``PolicyDecision.policy_revision``, so no
+evaluation mixes two revisions and every decision names the revision that made it. The Go
+runtime starts on first use, never in a gunicorn master before fork.
+
+Reload: with ``poll_interval_s`` > 0 a daemon thread per engine (per worker) polls the
+``PolicySource`` (``app.engine.sources``). A changed bundle is verified (when a
+``BundleVerifier`` is configured) and compiled in a scratch engine before it is published; a
+bundle that fails either is refused: the last good snapshot stays active, the refusal is logged,
+counted in ``toolgate_policy_reload_refusals_total`` and kept as ``last_refusal`` in
+``status()`` (``/readyz`` details, ``GET /v1/policy/status``).
 """
 
 from __future__ import annotations
 
-import hashlib
+import datetime as dt
 import logging
 import os
 import threading
-from pathlib import Path
+import weakref
+from dataclasses import dataclass
 from typing import Any
 
 from app import metrics
+from app.engine.base import normalize
+from app.engine.sources import BundleUnavailable, PolicySource
+from app.engine.status import WorkerStatusBoard
 from app.errors import DependencyUnavailable
 from app.models import PolicyDecision
-from app.engine.base import normalize
+from app.policy.bundle import PolicyBundle, PolicyLoadError, load_into
+from app.policy.signing import BundleSignatureError, BundleVerifier
 
 log = logging.getLogger(__name__)
-
-
-def policy_files(policy_dir: Path) -> list[Path]:
-    """The files of the policy bundle: non-test ``*.rego`` and ``data.json``, sorted."""
-    files = [
-        p
-        for p in policy_dir.rglob("*")
-        if p.is_file() and ((p.suffix == ".rego" and not p.name.endswith("_test.rego")) or p.name == "data.json")
-    ]
-    return sorted(files, key=lambda p: p.relative_to(policy_dir).as_posix())
-
-
-def content_revision(policy_dir: Path) -> str:
-    """SHA-256 over the bundle files' relative paths and bytes: ``sha256:<16 hex>``."""
-    digest = hashlib.sha256()
-    for path in policy_files(policy_dir):
-        rel = path.relative_to(policy_dir).as_posix().encode()
-        data = path.read_bytes()
-        digest.update(len(rel).to_bytes(4, "big") + rel + len(data).to_bytes(8, "big") + data)
-    return "sha256:" + digest.hexdigest()[:16]
 
 
 def configure_go_runtime(gc_percent: int, max_procs: int) -> None:
@@ -61,68 +56,270 @@ def configure_go_runtime(gc_percent: int, max_procs: int) -> None:
         os.environ["GOMAXPROCS"] = str(int(max_procs))
 
 
-class EmbeddedEngine:
-    """``PolicyEngine`` backed by in-process OPA engines (one per thread).
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
-    ``go_gc_percent`` / ``go_max_procs``: see ``configure_go_runtime`` (None leaves the
-    environment as it is)."""
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One activated bundle: ``generation`` counts activations in this process (1, 2, ...)."""
+
+    bundle: PolicyBundle
+    generation: int
+    activated_at: str
+
+    @property
+    def revision(self) -> str:
+        return self.bundle.revision
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A bundle that was not activated. ``kind``: ``signature``, ``compile`` (parse, compile or
+    data error), ``unreadable`` (malformed tarball or file), ``unavailable`` (source not
+    reachable). ``detail`` is the operator-facing message."""
+
+    at: str
+    kind: str
+    detail: str
+    revision: str | None = None
+
+    def as_dict(self, *, with_detail: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {"at": self.at, "kind": self.kind, "revision": self.revision}
+        if with_detail:
+            out["detail"] = self.detail
+        return out
+
+
+def check_bundle(bundle: PolicyBundle, verifier: BundleVerifier | None) -> None:
+    """Verify (when ``verifier`` is set) and compile ``bundle`` in a scratch engine. Raises
+    ``BundleSignatureError`` or ``PolicyLoadError``."""
+    from opa_bindings import OpaEngine
+
+    if verifier is not None:
+        verifier.verify(bundle)
+    scratch = OpaEngine()
+    try:
+        load_into(scratch, bundle)
+    finally:
+        scratch.close()
+
+
+class EmbeddedEngine:
+    """``PolicyEngine`` backed by in-process OPA engines (one per thread) over one snapshot.
+
+    ``source``: where bundles come from; ``verifier``: required signature, or None;
+    ``poll_interval_s``: reload period (0: load once); ``status_board``: where this worker's
+    status is published; ``go_gc_percent`` / ``go_max_procs``: see ``configure_go_runtime``
+    (None leaves the environment as it is).
+    """
 
     name = "embedded"
 
     def __init__(
-        self, policy_dir: Path, decision_path: str, *, go_gc_percent: int | None = None, go_max_procs: int | None = None
+        self,
+        source: PolicySource,
+        decision_path: str,
+        *,
+        verifier: BundleVerifier | None = None,
+        poll_interval_s: float = 0.0,
+        status_board: WorkerStatusBoard | None = None,
+        go_gc_percent: int | None = None,
+        go_max_procs: int | None = None,
     ) -> None:
         if go_gc_percent is not None and go_max_procs is not None:
             configure_go_runtime(go_gc_percent, go_max_procs)
-        self._policy_dir = Path(policy_dir)
+        self._source = source
         self._document = decision_path.replace("/", ".")
+        self._verifier = verifier
+        self._poll_interval_s = poll_interval_s
+        self._board = status_board or WorkerStatusBoard(None)
         self._local = threading.local()
-        self._revision = content_revision(self._policy_dir)
+        self._lock = threading.Lock()
+        self._reload_lock = threading.Lock()
+        self._snapshot: Snapshot | None = None
+        self._last_refusal: Refusal | None = None
+        self._refusals = 0
+        self._poller: threading.Thread | None = None
+        self._stop = threading.Event()
 
-    def _engine(self) -> Any:
-        engine = getattr(self._local, "engine", None)
-        if engine is None:
-            from opa_bindings import OpaEngine, OpaError
+    # -- snapshots -----------------------------------------------------------------------
+    def _current(self) -> Snapshot:
+        snapshot = self._snapshot
+        if snapshot is None:
+            with self._lock:
+                if self._snapshot is None:
+                    self._load_first()
+                snapshot = self._snapshot
+        if snapshot is None:
+            refusal = self._last_refusal
+            raise DependencyUnavailable(
+                "policy engine is unavailable",
+                log_detail=f"no policy bundle is active: {refusal.detail if refusal else 'not loaded'}",
+            )
+        return snapshot
 
-            from app.policy_testing import load_bundle
+    def _load_first(self) -> None:
+        """Under ``_lock``: the first load, then the poller (so a failed first load is retried
+        by the poller too)."""
+        try:
+            self.reload()
+        finally:
+            self._start_poller()
 
-            engine = OpaEngine()
-            try:
-                load_bundle(engine, self._policy_dir, include_tests=False)
-            except (OpaError, OSError, ValueError) as exc:
-                engine.close()
-                metrics.ENGINE_ERRORS.labels("load").inc()
-                raise DependencyUnavailable(
-                    "policy engine is unavailable", log_detail=f"loading policies failed: {exc}"
-                ) from exc
-            self._local.engine = engine
+    def reload(self) -> bool:
+        """Fetch the source once; activate a new bundle that verifies and compiles. Returns True
+        when a new snapshot was activated, False when the source was unchanged or the bundle
+        was refused (see ``status()``). Reloads are serialized."""
+        with self._reload_lock:
+            return self._reload()
+
+    def _reload(self) -> bool:
+        try:
+            bundle = self._source.fetch()
+        except BundleUnavailable as exc:
+            if self._snapshot is None:
+                self._refuse("unavailable", str(exc), None)
+            else:  # transient; the active bundle stays and the next poll tries again
+                log.warning("policy source unavailable: %s", exc, extra={"event": "policy_source_unavailable"})
+            return False
+        except PolicyLoadError as exc:
+            self._refuse("unreadable", str(exc), None)
+            return False
+        if bundle is None:
+            return False
+        try:
+            check_bundle(bundle, self._verifier)
+        except BundleSignatureError as exc:
+            self._refuse("signature", str(exc), bundle.revision)
+            return False
+        except PolicyLoadError as exc:
+            self._refuse("compile", str(exc), bundle.revision)
+            return False
+        previous = self._snapshot
+        self._snapshot = Snapshot(bundle, (previous.generation if previous else 0) + 1, _now())
+        log.info(
+            "policy bundle %s activated (was %s)", bundle.revision, previous.revision if previous else "none",
+            extra={"event": "policy_activated", "revision": bundle.revision},
+        )
+        metrics.POLICY_RELOADS.inc()
+        self._publish()
+        return True
+
+    def _refuse(self, kind: str, detail: str, revision: str | None) -> None:
+        self._last_refusal = Refusal(_now(), kind, detail, revision)
+        self._refusals += 1
+        if kind != "unavailable" or self._snapshot is None:
+            metrics.ENGINE_ERRORS.labels("load").inc()
+        metrics.POLICY_RELOAD_REFUSALS.labels(kind).inc()
+        log.error(
+            "policy bundle refused (%s), %s: %s", kind,
+            f"keeping {self._snapshot.revision}" if self._snapshot else "no bundle is active", detail,
+            extra={"event": "policy_refused", "kind": kind, "revision": revision},
+        )
+        self._publish()
+
+    def _start_poller(self) -> None:
+        if self._poll_interval_s <= 0 or self._poller is not None:
+            return
+        self._poller = threading.Thread(
+            target=_poll, args=(weakref.ref(self), self._poll_interval_s, self._stop),
+            name="toolgate-policy-reload", daemon=True,
+        )
+        self._poller.start()
+
+    def close(self) -> None:
+        """Stop the poller (the thread-local engines go with their threads)."""
+        self._stop.set()
+
+    def _thread_engine(self, snapshot: Snapshot) -> Any:
+        local = self._local
+        if getattr(local, "generation", None) == snapshot.generation:
+            return local.engine
+        from opa_bindings import OpaEngine, OpaError
+
+        engine = OpaEngine()
+        try:
+            load_into(engine, snapshot.bundle)
+        except (OpaError, PolicyLoadError) as exc:  # it compiled before; only resources can fail here
+            engine.close()
+            metrics.ENGINE_ERRORS.labels("load").inc()
+            raise DependencyUnavailable("policy engine is unavailable", log_detail=f"loading policies failed: {exc}") from exc
+        old = getattr(local, "engine", None)
+        local.engine, local.generation = engine, snapshot.generation
+        if old is not None:
+            old.close()
         return engine
 
+    # -- PolicyEngine --------------------------------------------------------------------
     def evaluate(self, policy_input: dict[str, Any], *, traceparent: str | None = None) -> PolicyDecision:
-        """Evaluate ``data.<decision_path>``; undefined -> deny, engine error -> 503."""
+        """Evaluate ``data.<decision_path>`` on the current snapshot; undefined -> deny, engine
+        error -> 503. The decision carries the snapshot's revision."""
         from opa_bindings import OpaError, OpaUndefinedError
 
-        engine = self._engine()
+        snapshot = self._current()
+        engine = self._thread_engine(snapshot)
         try:
             result = engine.eval_document(self._document, policy_input)
         except OpaUndefinedError:
-            return normalize(None, defined=False)
+            return normalize(None, defined=False, policy_revision=snapshot.revision)
         except OpaError as exc:
             metrics.ENGINE_ERRORS.labels("evaluation").inc()
             raise DependencyUnavailable(
                 "policy evaluation failed", log_detail=f"embedded OPA {exc.code}: {exc.message}"
             ) from exc
-        return normalize(result)
+        return normalize(result, policy_revision=snapshot.revision)
 
     def revision(self) -> str:
-        """Content hash of the loaded policy and data files."""
-        return self._revision
+        """The revision of the active snapshot (loading the first one if needed)."""
+        return self._current().revision
 
     def probe(self) -> None:
-        """Load the engine in this thread if needed; raises ``DependencyUnavailable``."""
+        """Ready when a snapshot is active and this thread's engine answers; raises
+        ``DependencyUnavailable``."""
         from opa_bindings import OpaError
 
         try:
-            self._engine().eval_query("x := true")
+            self._thread_engine(self._current()).eval_query("x := true")
         except OpaError as exc:
             raise DependencyUnavailable("policy engine is unavailable", log_detail=str(exc)) from exc
+
+    def status(self, *, with_detail: bool = True) -> dict[str, Any]:
+        """``{"engine", "source", "revision", "generation", "activated_at", "poll_interval_s",
+        "signature_required", "refusals", "last_refusal"}`` of this process; ``with_detail=False``
+        leaves the refusal's message out (for unauthenticated readers)."""
+        snapshot = self._snapshot
+        refusal = self._last_refusal
+        return {
+            "engine": self.name,
+            "source": self._source.description,
+            "revision": snapshot.revision if snapshot else None,
+            "generation": snapshot.generation if snapshot else 0,
+            "activated_at": snapshot.activated_at if snapshot else None,
+            "poll_interval_s": self._poll_interval_s,
+            "signature_required": self._verifier is not None,
+            "refusals": self._refusals,
+            "last_refusal": refusal.as_dict(with_detail=with_detail) if refusal else None,
+        }
+
+    def workers(self) -> list[dict[str, Any]]:
+        """Every live worker's published status (``WorkerStatusBoard.read_all``)."""
+        if not self._board.own():
+            self._publish()
+        return self._board.read_all()
+
+    def _publish(self) -> None:
+        self._board.publish(self.status())
+
+
+def _poll(ref: weakref.ref[EmbeddedEngine], interval_s: float, stop: threading.Event) -> None:
+    """The reload loop: one ``reload()`` per interval until the engine is gone or closed."""
+    while not stop.wait(interval_s):
+        engine = ref()
+        if engine is None:
+            return
+        try:
+            engine.reload()
+        except Exception:
+            log.exception("policy reload failed", extra={"event": "policy_reload_failed"})
+        del engine

@@ -1,36 +1,55 @@
 """The OPA sidecar engine: OPA's REST Data API, ``POST /v1/data/<path>`` with ``{"input": ...}``.
 
-One pooled ``requests.Session`` per worker process (built lazily, after fork), explicit connect
-and read timeouts, ``strict-builtin-errors`` on every query, ``provenance`` to learn the bundle
-revision, and the ``traceparent`` header forwarded.
+The decision query uses ``app.engine.deadline_http`` (one keep-alive connection per thread):
+explicit connect and read timeouts per attempt, both cut to the time left, and one deadline
+(``opa_deadline_ms``) that bounds the whole call, connects and every read across attempts
+included, even against a server that trickles its answer. ``strict-builtin-errors`` on every
+query, ``provenance`` to learn the bundle revision of the answer, and the ``traceparent``
+header forwarded.
 
-Retries are done here and only here (the HTTP adapter does none): at most
-``opa_max_attempts`` attempts inside one total deadline (``opa_deadline_ms``), full-jitter
-exponential backoff (base ``opa_backoff_base_ms``, cap ``opa_backoff_cap_ms``; AWS Architecture
-Blog, "Exponential Backoff and Jitter"), a ``Retry-After`` (delta-seconds or HTTP-date, RFC 9110
-§10.2.3) is honoured and never undercut, and a retry that cannot finish before the deadline is
-not started. A retry budget (retries at most ``opa_retry_budget_ratio`` of first attempts plus
-``opa_retry_budget_floor``, gRPC A6 retry throttling in spirit) stops retry storms during an
-outage. Retried: connection errors, timeouts, 429, 502, 503, 504. Not retried: a 500 (an
-evaluation error is deterministic) or any other status; those fail closed with
-``DependencyUnavailable``. A 200 without ``result`` is an undefined decision: deny.
+Why not opa-python-client for the query: its ``OpaClient.query_rule`` takes one client-wide
+``timeout`` (neither a separate connect and read timeout per attempt nor one cut to the time
+left before a deadline), sends only session-wide headers (a per-call ``traceparent`` would mean
+mutating a session shared by the worker's threads), retries through urllib3's ``Retry`` on its
+own schedule (500, 502, 504, without our budget or ``Retry-After``), and, on requests, bounds
+each socket read only, so a trickling sidecar holds a call past any deadline. It is used for
+what has no deadline: readiness (``/health?bundles``) and the sidecar's bundle status
+(``/v1/status``), in ``probe`` and ``status``; and for ``toolgate policy push``.
+
+Retries are done here and only here: at most ``opa_max_attempts`` attempts inside the
+deadline, full-jitter exponential backoff (base ``opa_backoff_base_ms``, cap
+``opa_backoff_cap_ms``; AWS Architecture Blog, "Exponential Backoff and Jitter"), a
+``Retry-After`` (delta-seconds or HTTP-date, RFC 9110 §10.2.3) is honoured and never undercut,
+and a retry that cannot finish before the deadline is not started. A retry budget (retries at
+most ``opa_retry_budget_ratio`` of first attempts plus ``opa_retry_budget_floor``, gRPC A6
+retry throttling in spirit) stops retry storms during an outage. Retried: connection errors,
+timeouts, 429, 502, 503, 504. Not retried: a 500 (an evaluation error is deterministic) or any
+other status; those fail closed with ``DependencyUnavailable``. A 200 without ``result`` is an
+undefined decision: deny.
+
+Revision: the bundle revision in the answer's ``provenance`` (one bundle: its revision; several:
+``name:revision`` joined by commas), carried by the decision it came with.
 """
 
 from __future__ import annotations
 
 import email.utils
+import http.client
+import json
 import logging
 import math
 import random
 import threading
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
-from requests.adapters import HTTPAdapter
 
 from app import metrics
 from app.engine.base import normalize
+from app.engine.deadline_http import DeadlineClient, DeadlineExceeded, ResponseTooLarge
+from app.engine.status import WorkerStatusBoard
 from app.errors import DependencyUnavailable
 from app.models import PolicyDecision
 from app.settings import Settings
@@ -90,63 +109,51 @@ class _Attempt(Exception):
 
 
 class OpaSidecarEngine:
-    """``PolicyEngine`` backed by an OPA server's REST Data API."""
+    """``PolicyEngine`` backed by an OPA server's REST Data API (see the module docstring)."""
 
     name = "opa"
 
-    def __init__(self, settings: Settings, *, session: requests.Session | None = None) -> None:
+    def __init__(self, settings: Settings, *, status_board: WorkerStatusBoard | None = None) -> None:
         self._s = settings
-        self._url = settings.opa_url.rstrip("/") + "/v1/data/" + settings.decision_path
-        self._session = session
-        self._session_lock = threading.Lock()
+        self._path = "/v1/data/" + settings.decision_path + "?strict-builtin-errors=true&provenance=true"
+        self._http = DeadlineClient(settings.opa_url)
         self._budget = RetryBudget(settings.opa_retry_budget_ratio, settings.opa_retry_budget_floor)
         self._revision = "unknown"
+        self._board = status_board or WorkerStatusBoard(None)
+        self._client_lock = threading.Lock()
+        self._client: Any = None
 
-    def _http(self) -> requests.Session:
-        if self._session is None:
-            with self._session_lock:
-                if self._session is None:
-                    session = requests.Session()
-                    adapter = HTTPAdapter(pool_connections=4, pool_maxsize=32, max_retries=0)
-                    session.mount("http://", adapter)
-                    session.mount("https://", adapter)
-                    session.trust_env = False
-                    self._session = session
-        return self._session
-
-    def _attempt(self, body: dict[str, Any], timeout_s: tuple[float, float], headers: dict[str, str]) -> dict:
+    def _attempt(self, body: bytes, deadline: float, headers: dict[str, str]) -> dict[str, Any]:
+        s = self._s
         try:
-            resp = self._http().post(
-                self._url,
-                params={"strict-builtin-errors": "true", "provenance": "true"},
-                json=body,
-                headers=headers,
-                timeout=timeout_s,
-                allow_redirects=False,
+            answer = self._http.post(
+                self._path, body, headers=headers, deadline=deadline,
+                connect_timeout_s=s.opa_connect_timeout_ms / 1000, read_timeout_s=s.opa_read_timeout_ms / 1000,
             )
-        except requests.Timeout as exc:
+        except (DeadlineExceeded, TimeoutError) as exc:
             metrics.ENGINE_ERRORS.labels("timeout").inc()
             raise _Attempt(f"timeout: {type(exc).__name__}", retryable=True) from exc
-        except requests.ConnectionError as exc:
+        except ResponseTooLarge as exc:
+            metrics.ENGINE_ERRORS.labels("bad_body").inc()
+            raise _Attempt(str(exc), retryable=False) from exc
+        except (OSError, http.client.HTTPException) as exc:
             metrics.ENGINE_ERRORS.labels("connection").inc()
             raise _Attempt(f"connection error: {type(exc).__name__}", retryable=True) from exc
-        except requests.RequestException as exc:
-            metrics.ENGINE_ERRORS.labels("request").inc()
-            raise _Attempt(f"request error: {type(exc).__name__}", retryable=False) from exc
-        if resp.status_code != 200:
-            metrics.ENGINE_ERRORS.labels(f"http_{resp.status_code}").inc()
-            detail = f"OPA answered HTTP {resp.status_code}: {resp.text[:300]!r}"
+        if answer.status != 200:
+            metrics.ENGINE_ERRORS.labels(f"http_{answer.status}").inc()
+            detail = f"OPA answered HTTP {answer.status}: {answer.body[:300]!r}"
             raise _Attempt(
                 detail,
-                retryable=resp.status_code in _RETRYABLE_STATUS,
-                retry_after_s=parse_retry_after(resp.headers.get("Retry-After")),
+                retryable=answer.status in _RETRYABLE_STATUS,
+                retry_after_s=parse_retry_after(answer.headers.get("retry-after")),
             )
         try:
-            data = resp.json()
-        except ValueError as exc:
+            data = json.loads(answer.body)
+        except (ValueError, UnicodeDecodeError) as exc:
             metrics.ENGINE_ERRORS.labels("bad_body").inc()
             raise _Attempt("OPA answered 200 with a body that is not JSON", retryable=False) from exc
         if not isinstance(data, dict):
+            metrics.ENGINE_ERRORS.labels("bad_body").inc()
             raise _Attempt("OPA answered 200 with a body that is not an object", retryable=False)
         return data
 
@@ -154,17 +161,17 @@ class OpaSidecarEngine:
         """Query the sidecar within the deadline; see the module docstring for retries."""
         s = self._s
         deadline = time.monotonic() + s.opa_deadline_ms / 1000
-        headers = {"traceparent": traceparent} if traceparent else {}
-        body = {"input": policy_input}
+        headers = {"Content-Type": "application/json"}
+        if traceparent:
+            headers["traceparent"] = traceparent
+        body = json.dumps({"input": policy_input}, separators=(",", ":")).encode()
         self._budget.record_request()
         last: _Attempt | None = None
         for attempt in range(1, s.opa_max_attempts + 1):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0.001:
+            if deadline - time.monotonic() <= 0.001:
                 break
-            timeout = (min(s.opa_connect_timeout_ms / 1000, remaining), min(s.opa_read_timeout_ms / 1000, remaining))
             try:
-                data = self._attempt(body, timeout, headers)
+                data = self._attempt(body, deadline, headers)
             except _Attempt as failed:
                 last = failed
                 log.warning("OPA attempt %d failed: %s", attempt, failed, extra={"event": "opa_attempt_failed"})
@@ -177,47 +184,127 @@ class OpaSidecarEngine:
                     break
                 time.sleep(wait)
                 continue
-            self._remember_revision(data)
-            return normalize(data.get("result"), defined="result" in data, engine_decision_id=_str(data.get("decision_id")))
+            revision = self._remember_revision(data)
+            return normalize(
+                data.get("result"), defined="result" in data, engine_decision_id=_str(data.get("decision_id")),
+                policy_revision=revision,
+            )
         retry_after = 1
         if last is not None and last.retry_after_s is not None and math.isfinite(last.retry_after_s):
-            retry_after = max(1, min(int(math.ceil(last.retry_after_s)), 3600))
+            retry_after = max(1, min(math.ceil(last.retry_after_s), 3600))
         raise DependencyUnavailable(
             "policy engine is unavailable",
             retry_after_s=retry_after,
             log_detail=str(last) if last else "OPA deadline exceeded",
         )
 
-    def _remember_revision(self, data: dict[str, Any]) -> None:
-        provenance = data.get("provenance")
-        if not isinstance(provenance, dict):
-            return
-        bundles = provenance.get("bundles")
-        if isinstance(bundles, dict) and bundles:
-            revisions = [
-                f"{name}:{info.get('revision')}"
-                for name, info in sorted(bundles.items())
-                if isinstance(info, dict) and isinstance(info.get("revision"), str)
-            ]
-            if revisions:
-                self._revision = ",".join(revisions)
-                return
-        if isinstance(provenance.get("revision"), str):
-            self._revision = provenance["revision"]
+    def _remember_revision(self, data: dict[str, Any]) -> str | None:
+        """The revision in the answer's provenance (None when it names none); remembered and
+        published when it changed."""
+        revision = provenance_revision(data.get("provenance"))
+        if revision is not None and revision != self._revision:
+            self._revision = revision
+            self._board.publish(self.status(with_sidecar=False))
+        return revision
 
     def revision(self) -> str:
         """The bundle revision OPA last reported (``provenance``), else ``unknown``."""
         return self._revision
 
+    # -- sidecar management (opa-python-client) --------------------------------------------
+    def _opa_client(self) -> Any:
+        if self._client is None:
+            with self._client_lock:
+                if self._client is None:
+                    self._client = build_opa_client(self._s.opa_url, timeout_s=max(self._s.opa_connect_timeout_ms / 1000, 1.0))
+        return self._client
+
     def probe(self) -> None:
-        """``GET /health`` on the sidecar; raises ``DependencyUnavailable``."""
-        url = self._s.opa_url.rstrip("/") + "/health"
-        try:
-            resp = self._http().get(url, timeout=(self._s.opa_connect_timeout_ms / 1000, 1.0))
-        except requests.RequestException as exc:
-            raise DependencyUnavailable("policy engine is unavailable", log_detail=str(exc)) from exc
-        if resp.status_code != 200:
-            raise DependencyUnavailable("policy engine is unavailable", log_detail=f"OPA /health {resp.status_code}")
+        """Ready when the sidecar answers ``GET /health?bundles`` with 200 (every configured
+        bundle activated); raises ``DependencyUnavailable``."""
+        if not self._opa_client().check_health(query={"bundles": "true"}):
+            raise DependencyUnavailable("policy engine is unavailable", log_detail="OPA /health?bundles is not 200")
+
+    def status(self, *, with_detail: bool = True, with_sidecar: bool = True) -> dict[str, Any]:
+        """``{"engine", "url", "revision", "sidecar"}``: the revision of this worker's last
+        decision (None before the first) and, with ``with_sidecar``, the sidecar's view
+        (``sidecar_bundle_status``)."""
+        seen = None if self._revision == "unknown" else self._revision  # no decision yet in this worker
+        out: dict[str, Any] = {"engine": self.name, "url": self._s.opa_url, "revision": seen}
+        if with_sidecar:
+            out["sidecar"] = sidecar_bundle_status(self._opa_client(), self._s.opa_bundle_name, with_detail=with_detail)
+        return out
+
+    def workers(self) -> list[dict[str, Any]]:
+        """Every live worker's last published status (the revision each last saw)."""
+        if not self._board.own():
+            self._board.publish(self.status(with_sidecar=False))
+        return self._board.read_all()
+
+
+def provenance_revision(provenance: Any) -> str | None:
+    """The revision named by an OPA ``provenance`` object: one bundle's revision, several
+    bundles as ``name:revision`` joined by commas, else the legacy top-level ``revision``."""
+    if not isinstance(provenance, dict):
+        return None
+    bundles = provenance.get("bundles")
+    if isinstance(bundles, dict) and bundles:
+        revisions = {
+            name: info["revision"]
+            for name, info in sorted(bundles.items())
+            if isinstance(info, dict) and isinstance(info.get("revision"), str)
+        }
+        if len(revisions) == 1:
+            return next(iter(revisions.values()))
+        if revisions:
+            return ",".join(f"{name}:{revision}" for name, revision in revisions.items())
+    revision = provenance.get("revision")
+    return revision if isinstance(revision, str) and revision else None
+
+
+def build_opa_client(opa_url: str, *, timeout_s: float) -> Any:
+    """An ``opa_client.opa.OpaClient`` for ``opa_url`` with its own retries off and proxies
+    from the environment ignored. Raises ``ValueError`` for a URL with a path (the client
+    addresses ``scheme://host:port/v1`` only)."""
+    from opa_client.opa import OpaClient
+
+    parts = urlsplit(opa_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.path.strip("/"):
+        raise ValueError(f"the OPA URL must be http(s)://host:port: {opa_url!r}")
+    client = OpaClient(
+        host=parts.hostname, port=parts.port or (443 if parts.scheme == "https" else 80),
+        ssl=parts.scheme == "https", retries=0, timeout=timeout_s,
+    )
+    client._session.trust_env = False  # a loopback sidecar is never reached through a proxy
+    return client
+
+
+def sidecar_bundle_status(client: Any, bundle_name: str, *, with_detail: bool = True) -> dict[str, Any]:
+    """The sidecar's bundle state: ``{"bundles_ready": bool, "bundle": {...} | None,
+    "status_api": "ok" | "disabled" | "unreachable"}``. ``bundle`` holds the named bundle's
+    ``active_revision``, ``last_successful_activation``, ``last_successful_download`` and
+    ``last_request`` from ``GET /v1/status`` (OPA's status plugin must be on, e.g.
+    ``status: {console: true}``), and with ``with_detail`` its ``code``, ``message`` and
+    ``errors`` of the last failed activation."""
+    ready = client.check_health(query={"bundles": "true"})
+    out: dict[str, Any] = {"bundles_ready": ready, "bundle": None, "status_api": "ok"}
+    try:
+        document = client.get_status()
+    except requests.HTTPError:
+        out["status_api"] = "disabled"
+        return out
+    except (requests.RequestException, ValueError):
+        out["status_api"] = "unreachable"
+        return out
+    bundles = ((document or {}).get("result") or {}).get("bundles") or {}
+    info = bundles.get(bundle_name)
+    if isinstance(info, dict):
+        keys = ["name", "active_revision", "last_successful_activation", "last_successful_download", "last_request"]
+        if with_detail:
+            keys += ["code", "message", "errors"]
+        out["bundle"] = {k: info[k] for k in keys if k in info}
+        out["bundle"]["failing"] = bool(info.get("code") or info.get("errors"))
+    return out
 
 
 def _str(value: Any) -> str | None:

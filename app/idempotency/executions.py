@@ -50,7 +50,8 @@ def report_complete(
     """
     scope = _scope(subject, key)
     tool, version = store.reserved_tool(scope, subject.id)
-    contract = contracts.get(tool, version)
+    namespace, _, name = tool.rpartition("/")  # the record holds the qualified name
+    contract = contracts.get(name, version, namespace)
     result = contract.validate_output(report.result) if contract else report.result
     return Completed(store.complete(scope, subject.id, result, token=report.reservation_token), contract, result)
 

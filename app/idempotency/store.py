@@ -201,8 +201,8 @@ class IdempotencyStore:
         )
 
     def reserved_tool(self, scope: Scope, subject_id: str) -> tuple[str, str]:
-        """``(tool, version)`` of the record ``subject_id`` holds at ``scope`` (to pick the
-        output schema of a report). Raises ``NotFound`` (404) when there is none or another
+        """``(qualified tool name, version)`` of the record ``subject_id`` holds at ``scope``
+        (to pick the output schema of a report). Raises ``NotFound`` (404) when there is none or another
         subject holds it."""
         state, subject, tool, version = self.redis.run(
             "idempotency owner", lambda c: c.hmget(scope.redis_keys[0], ["state", "subject", "tool", "version"])

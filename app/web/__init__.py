@@ -16,6 +16,7 @@ from app.web import (
     keys,
     metrics,
     openapi,
+    policy_status,
     requests,
     tools,
 )
@@ -26,5 +27,5 @@ def register(app: Flask) -> None:
     requests.register(app)
     errors.register(app)
     for blueprint in (decide.bp, tools.bp, health.bp, openapi.bp, metrics.bp, executions.bp, approvals.bp,
-                      decisions.bp, capabilities.bp, authzen.bp, keys.bp):
+                      decisions.bp, capabilities.bp, authzen.bp, keys.bp, policy_status.bp):
         app.register_blueprint(blueprint)

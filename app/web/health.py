@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from flask import Blueprint, Response, jsonify
 
+from app.decide.deps import Deps
 from app.errors import ToolgateError
 from app.web.context import current_deps
 from app.web.requests import request_id
@@ -17,18 +20,31 @@ def healthz() -> Response:
     return jsonify({"status": "ok", "request_id": request_id()})
 
 
+def _checks(deps: Deps) -> dict[str, Callable[[], None]]:
+    """Named probes, each raising ``ToolgateError`` when not ready: the pipeline's own (policy
+    engine, decision log) and Redis (``PING``)."""
+    checks = dict(deps.readiness_checks())
+    checks.setdefault("redis", deps.redis.ping)
+    return checks
+
+
 @bp.get("/readyz")
 def readyz() -> tuple[Response, int]:
-    """Readiness: ``{"status": "ok"|"unavailable", "checks": {name: "ok"|"unavailable"}}``;
-    ``200`` when every check passes, ``503`` otherwise. Checks: the policy engine answers,
-    the decision log answers."""
+    """Readiness: ``{"status": "ok"|"unavailable", "checks": {name: "ok"|"unavailable"},
+    "details": {"policy_engine": {...}}}``; ``200`` when every check passes, ``503`` otherwise.
+    Checks: the policy engine answers (embedded: a bundle is active; sidecar: ``/health?bundles``),
+    the decision log, Redis. ``details.policy_engine`` is the engine's status without
+    operator-only messages: the active revision, reloads, the last refused bundle's time and
+    kind (embedded) or the sidecar's bundle state (``active_revision``, ``failing``)."""
+    deps = current_deps()
     checks = {}
-    for name, probe in current_deps().readiness_checks().items():
+    for name, probe in _checks(deps).items():
         try:
             probe()
             checks[name] = "ok"
         except ToolgateError:
             checks[name] = "unavailable"
     ok = all(v == "ok" for v in checks.values())
-    body = {"status": "ok" if ok else "unavailable", "checks": checks, "request_id": request_id()}
+    details = {"policy_engine": deps.engine.status(with_detail=False)}
+    body = {"status": "ok" if ok else "unavailable", "checks": checks, "details": details, "request_id": request_id()}
     return jsonify(body), 200 if ok else 503

@@ -253,6 +253,14 @@ def build_openapi() -> dict[str, Any]:
                     "responses": {"200": _json(_ANY_OBJECT, "Ready."), "503": _json(_ANY_OBJECT, "Not ready.")},
                 }
             },
+            "/v1/policy/status": {
+                "get": {
+                    "operationId": "policyStatus",
+                    "summary": "The policy revision active in each worker and the last refused bundle (operator roles).",
+                    "security": [{"bearer": []}],
+                    "responses": {"200": _json(_ANY_OBJECT, "Policy status."), **_errors("401", "403", "500", "503")},
+                }
+            },
         },
         "components": {
             "schemas": defs["$defs"],

@@ -23,7 +23,7 @@ def _toolgate(*args: str, env: dict[str, str] | None = None) -> subprocess.Compl
 
 
 def test_policy_test_passes_on_shipped_policies():
-    result = _toolgate("policy", "test", str(POLICY_DIR))
+    result = _toolgate("policy", "test", str(POLICY_DIR), "--runner", "embedded")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 failed" in result.stdout.splitlines()[-1]
     assert "PASS " in result.stdout
@@ -34,7 +34,7 @@ def test_policy_test_exits_1_on_a_broken_copy(tmp_path):
     shutil.copytree(POLICY_DIR, broken)
     target = broken / "tools" / "payments" / "payments_test.rego"
     target.write_text(target.read_text() + "\n\ntest_this_one_fails if {\n\tfalse\n}\n")
-    result = _toolgate("policy", "test", str(broken))
+    result = _toolgate("policy", "test", str(broken), "--runner", "embedded")
     assert result.returncode == 1
     assert "FAIL tools.payments_test.test_this_one_fails" in result.stdout
 
@@ -43,7 +43,7 @@ def test_policy_test_exits_1_on_a_syntax_error(tmp_path):
     broken = tmp_path / "policies"
     shutil.copytree(POLICY_DIR, broken)
     (broken / "toolgate" / "decision.rego").write_text("package toolgate\n\ndecision := \n")
-    result = _toolgate("policy", "test", str(broken))
+    result = _toolgate("policy", "test", str(broken), "--runner", "embedded")
     assert result.returncode == 1
     assert "decision.rego" in result.stderr
 

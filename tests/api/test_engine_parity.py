@@ -1,59 +1,111 @@
-"""One table of decision cases against both engines: the embedded engine and the OPA sidecar
-over the REST Data API must give identical decisions and reasons.
-
-The sidecar is a real ``opa run --server`` when an ``opa`` binary is on PATH; otherwise (as on
-the build machines, where no OPA binary can be installed) the test server in
-tests/support/opa_server.py, which serves the REST Data API from the embedded engine.
-"""
+"""Every decision case of the suite (tests/support/decision_cases.py and the AgentDojo banking
+calls) against the embedded engine and a real ``opa run --server`` serving the bundle that
+``toolgate policy build`` makes of ``policies/``: identical decisions, reasons and revision."""
 
 from __future__ import annotations
 
-import shutil
-import subprocess
+import json
+import uuid
 
 import pytest
 
+from app.policy.bundle import read_directory
 from tests.api.test_decisions_per_tool import decide_case
-from tests.conftest import POLICY_DIR
+from tests.conftest import POLICY_DIR, shared_dir
+from tests.support.calls import auth, decide_body
 from tests.support.decision_cases import CASES
-from tests.support.opa_server import OpaTestServer
-from tests.support.servers import free_port, wait_for_port
+from tests.support.opa_process import OpaProcess, write_bundle
+
+BANKING_CALLS = shared_dir() / "data" / "agentdojo-banking" / "calls.jsonl"
 
 
-def _sidecars():
-    yield "test-server"
-    if shutil.which("opa"):
-        yield "opa-binary"
+@pytest.fixture(scope="module")
+def real_opa(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("opa")
+    server = OpaProcess(workdir, bundle=write_bundle(POLICY_DIR, workdir / "toolgate.tar.gz")).start()
+    yield server
+    server.stop()
 
 
-@pytest.fixture(scope="module", params=list(_sidecars()))
-def sidecar_url(request):
-    if request.param == "test-server":
-        server = OpaTestServer(POLICY_DIR)
-        yield server.start()
-        server.stop()
-        return
-    port = free_port()
-    proc = subprocess.Popen(
-        ["opa", "run", "--server", f"--addr=127.0.0.1:{port}", "--bundle", str(POLICY_DIR)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    wait_for_port(port)
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(timeout=10)
+def _banking(client):
+    for line in BANKING_CALLS.read_text().splitlines():
+        call = json.loads(line)
+        headers = {**auth("emma", "bank-demo", ["account_holder"]), "Idempotency-Key": f"k-{uuid.uuid4().hex}"}
+        yield call["function"], client.post("/v1/decide", json=decide_body(call["function"], call["args"]), headers=headers)
 
 
-def test_both_engines_decide_identically(make_app, sidecar_url, redis_server):
-    # Each engine decides against a session of its own (another Redis database): a case's call
-    # under one engine must not count in the other's session (one delete per conversation).
+def _outcome(resp) -> tuple:
+    data = resp.get_json()
+    return resp.status_code, data.get("decision"), data.get("reasons"), data.get("policy_revision")
+
+
+@pytest.fixture
+def other_redis(redis_server) -> str:
+    """Another database of the session's Redis: each engine decides against a session of its
+    own, so that a case's call under one engine does not count in the other's session (one
+    delete per conversation, rate limits; docs/session.md)."""
+    return redis_server.url.rsplit("/", 1)[0] + "/1"
+
+
+def test_decision_cases_are_identical_under_both_engines(make_app, real_opa, other_redis):
     embedded = make_app().test_client()
-    other_db = redis_server.url.rsplit("/", 1)[0] + "/1"
-    sidecar = make_app(engine="opa", opa_url=sidecar_url, opa_read_timeout_ms=2000, redis_url=other_db).test_client()
+    sidecar = make_app(engine="opa", opa_url=real_opa.url, opa_read_timeout_ms=2000, redis_url=other_redis).test_client()
+    revision = read_directory(POLICY_DIR).revision
     mismatches = []
     for case in CASES:
-        a = decide_case(embedded, case).get_json()
-        b = decide_case(sidecar, case).get_json()
-        if (a["decision"], a["reasons"]) != (b["decision"], b["reasons"]) or a["decision"] != case.expected:
-            mismatches.append((case.id, a["decision"], a["reasons"], b["decision"], b["reasons"]))
+        a, b = _outcome(decide_case(embedded, case)), _outcome(decide_case(sidecar, case))
+        if a != b or a[:2] != (200, case.expected) or a[3] != revision:
+            mismatches.append((case.id, a, b))
     assert mismatches == []
+    assert len(CASES) > 40
+
+
+def test_banking_calls_are_identical_under_both_engines(make_app, real_opa, other_redis):
+    embedded = list(_banking(make_app().test_client()))
+    sidecar_app = make_app(engine="opa", opa_url=real_opa.url, opa_read_timeout_ms=2000, redis_url=other_redis)
+    sidecar = list(_banking(sidecar_app.test_client()))
+    assert len(embedded) == len(sidecar) == len(BANKING_CALLS.read_text().splitlines()) > 40
+    left = [(tool, _outcome(resp)) for tool, resp in embedded]
+    right = [(tool, _outcome(resp)) for tool, resp in sidecar]
+    assert left == right
+    assert {outcome[1] for _, outcome in left} == {"allow", "user-approval"}
+
+
+def test_the_decision_record_names_the_revision_of_the_real_server(make_app, real_opa):
+    app = make_app(engine="opa", opa_url=real_opa.url)
+    resp = app.test_client().post("/v1/decide", json=decide_body("readFile", {"path": "/srv/reports/q1.csv"}),
+                                  headers=auth(roles=["support_agent"]))
+    assert resp.status_code == 200
+    from app.audit.queries import DecisionQuery
+
+    records = list(app.extensions["toolgate"].decision_reader.iter_records(DecisionQuery()))
+    assert [r.policy_revision for r in records] == [read_directory(POLICY_DIR).revision]
+    assert [r.engine for r in records] == ["opa"]
+
+
+def test_banking_replay_through_real_gateways_is_identical_under_both_engines(real_opa, redis_server, tmp_path):
+    """``toolgate replay`` of the AgentDojo banking calls through two gunicorn gateways, one per
+    engine: the same text output, line for line."""
+    import subprocess
+    import sys
+
+    from tests.conftest import PROJECT_ROOT
+    from tests.support.gateway import GatewayProcess
+
+    outputs = {}
+    for engine in ("embedded", "opa"):
+        gateway = GatewayProcess({
+            "TOOLGATE_ENGINE": engine, "TOOLGATE_OPA_URL": real_opa.url, "TOOLGATE_REDIS_URL": redis_server.url,
+            "TOOLGATE_AUDIT_DSN": str(tmp_path / f"{engine}.sqlite"),
+        }).start()
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "app.cli", "replay", str(BANKING_CALLS), "--url", gateway.url,
+                 "--sub", "emma", "--tenant", "bank-demo", "--role", "account_holder"],
+                cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120, check=False)
+        finally:
+            gateway.stop()
+        assert done.returncode == 0, done.stderr[-2000:]
+        outputs[engine] = done.stdout
+    assert outputs["embedded"] == outputs["opa"]
+    assert "errors               0" in outputs["opa"] and "total               45" in outputs["opa"]

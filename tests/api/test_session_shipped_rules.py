@@ -118,8 +118,8 @@ def test_the_rule_of_two_asks_for_approval_of_a_transfer(client):
 
 def test_send_money_is_rate_limited_by_policy_data(client):
     money = {"amount": 1, "subject": "tip", "date": "2026-12-01", "recipient": "GB29NWBK60161331926819"}
-    answers = [call(client, "send_money", money, EMMA) for _ in range(11)]
-    assert [a.get("decision") for a in answers[:10]] == ["allow"] * 10
-    limited = answers[10]["error"]
+    answers = [call(client, "send_money", money, EMMA) for _ in range(31)]
+    assert [a.get("decision") for a in answers[:30]] == ["allow"] * 30
+    limited = answers[30]["error"]
     assert limited["code"] == "RATE_LIMITED" and limited["details"] == {"rate_limit": "data.tool.send_money", "scope": "subject"}
-    assert 1 <= limited["retry_after_seconds"] <= 6
+    assert 1 <= limited["retry_after_seconds"] <= 2

@@ -45,7 +45,7 @@ def test_an_allowed_read_is_answered_and_recorded(deps, engine) -> None:
     policy_input = engine.inputs[0]
     assert policy_input["subject"] == {"id": "u-1", "tenant": "acme", "roles": ["admin"]}
     assert policy_input["tool"] == {
-        "name": "readFile", "version": "1", "registered": True, "mutating": False, "risk": "low",
+        "name": "readFile", "version": "1", "namespace": "", "registered": True, "mutating": False, "risk": "low",
         "output_labels": ["untrusted_content"],
     }
     [record] = fakes.records(deps)
@@ -171,3 +171,30 @@ def test_a_malformed_envelope_is_refused_before_the_contract(deps, body: bytes) 
     error, progress = run(deps, body)
     assert isinstance(error, ValidationFailed) and error.http_status in (400, 422)
     assert not isinstance(progress.stage, Parsed)
+
+
+def test_two_suites_can_each_have_send_email(deps, engine) -> None:
+    """Contracts are keyed by namespace, name and version: the call names its namespace, the
+    policy sees it, and fingerprints, records and metrics use ``namespace/name``."""
+    from dataclasses import replace
+
+    from app.contracts.contract import ContractMetadata
+    from app.contracts.json_schema import contract_from_schema
+    from app.contracts.registry import ContractRegistry
+
+    def send_email(namespace: str, field: str):
+        meta = ContractMetadata(name="send_email", version="1", namespace=namespace, mutating=False, risk="low")
+        spec = {"type": "object", "properties": {field: {"type": "string"}}, "required": [field]}
+        return contract_from_schema(meta, spec, None, f"{namespace}.yaml")
+
+    suites = replace(deps, contracts=ContractRegistry([send_email("mail", "to"), send_email("crm", "contact_id")]))
+    mail, _ = run(suites, {"tool": "send_email", "namespace": "mail", "input": {"to": "a@example.com"}})
+    crm, _ = run(suites, {"tool": "send_email", "namespace": "crm", "input": {"contact_id": "c-1"}})
+    assert mail.decision == crm.decision == "allow"
+    assert mail.tool.namespace == "mail" and crm.tool.namespace == "crm"
+    assert [i["tool"]["namespace"] for i in engine.inputs] == ["mail", "crm"]
+    wrong, _ = run(suites, {"tool": "send_email", "namespace": "crm", "input": {"to": "a@example.com"}})
+    assert isinstance(wrong, ValidationFailed)  # crm's contract, not mail's
+    plain, _ = run(suites, {"tool": "send_email", "input": {"to": "a@example.com"}})
+    assert plain.decision == "allow" and engine.inputs[-1]["tool"]["registered"] is False  # no default-namespace contract
+    assert [r.tool for r in fakes.records(deps)] == ["mail/send_email", "crm/send_email", "crm/send_email", "send_email"]

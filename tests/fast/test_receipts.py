@@ -5,13 +5,12 @@ receipt either (the call fails before anything is returned)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from app.errors import DependencyUnavailable
-from app.models import PolicyDecision
+from app.models import MatchedRule, PolicyDecision
 from app.receipts.keys import KeyRing
 from app.receipts.signer import ReceiptSigner
 from app.receipts.verify import verify_receipt
@@ -29,12 +28,6 @@ def signing(deps, signer):
     return dataclasses.replace(deps, receipts=signer)
 
 
-class RuledDecision(PolicyDecision):
-    """A decision of the policy library that reports its matched rules (docs/design.md §10)."""
-
-    matched_rules: tuple[dict[str, Any], ...] = ()
-
-
 def test_every_decision_carries_a_receipt_with_the_records_facts(signing, signer, engine) -> None:
     for word in ("allow", "deny", "user-approval"):
         engine.script = lambda _, word=word: PolicyDecision(decision=word, reasons=(f"{word} by script",))
@@ -50,10 +43,11 @@ def test_every_decision_carries_a_receipt_with_the_records_facts(signing, signer
 
 
 def test_matched_rules_are_signed_when_the_decision_reports_them(signing, signer, engine) -> None:
-    rules = ({"id": "tools.files.read_allowed", "effect": "allow", "message": "allowed by policy"},)
-    engine.script = lambda _: RuledDecision(decision="allow", reasons=("allowed by policy",), matched_rules=rules)
+    rule = {"id": "files.read_under_root", "effect": "allow", "message": "a readable path under a read root"}
+    engine.script = lambda _: PolicyDecision(decision="allow", reasons=("allowed by policy",),
+                                             matched_rules=(MatchedRule(**rule),))
     response, _ = run(signing, READ)
-    assert verify_receipt(response.receipt, signer.public_keys).claims.matched_rules == list(rules)
+    assert verify_receipt(response.receipt, signer.public_keys).claims.matched_rules == [rule]
 
 
 def test_a_dry_run_or_a_gateway_without_a_key_gives_no_receipt(deps, signing) -> None:

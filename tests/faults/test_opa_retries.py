@@ -1,10 +1,12 @@
 """The shared retry cases (../shared/cases/jwt-retry-cases.jsonl, area retry) against the OPA
 sidecar path: per-attempt timeout, at most 3 attempts, one 2 s deadline, full-jitter backoff
-(base 50 ms, cap 1 s), Retry-After honoured, a retry budget. The sidecar is the scriptable OPA
-REST Data API test server (no OPA binary can be installed here)."""
+(base 50 ms, cap 1 s), Retry-After honoured, a retry budget, and a deadline that bounds the whole
+call. The sidecar is the scriptable stand-in (tests/support/opa_server.py): a real OPA cannot be
+made to answer 503 or 429 with a chosen Retry-After, nor to trickle its answer byte by byte."""
 
 from __future__ import annotations
 
+import itertools
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -28,7 +30,7 @@ def _post(client):
 
 def _gaps(server):
     times = [c["time"] for c in server.calls]
-    return [b - a for a, b in zip(times, times[1:])]
+    return [b - a for a, b in itertools.pairwise(times)]
 
 
 def test_retry_001_one_503_then_success(sidecar_client, opa_server):
@@ -90,6 +92,42 @@ def test_retry_013_no_retry_past_the_deadline(make_app, opa_server):
     assert resp.status_code in (200, 503)
     if resp.status_code == 503:
         assert "Retry-After" in resp.headers
+
+
+def test_a_trickling_sidecar_is_cut_at_the_deadline(make_app, opa_server):
+    """One byte per 50 ms never trips a 250 ms read timeout; the 1 s deadline still ends the
+    call (it once took 8.9 s with a 2 s deadline)."""
+    client = make_app(engine="opa", opa_url=opa_server.url, opa_deadline_ms=1000).test_client()
+    opa_server.always(Behaviour(trickle_s=0.05))
+    resp, latency = _post(client)
+    assert resp.status_code == 503
+    assert resp.get_json()["error"]["code"] == "DEPENDENCY_UNAVAILABLE"
+    assert latency < 1.3
+    assert len(opa_server.calls) == 1  # no retry can finish in the time left
+
+
+def test_a_trickled_answer_within_the_deadline_is_used(make_app, opa_server):
+    """Slow but complete before the deadline: the decision counts."""
+    client = make_app(engine="opa", opa_url=opa_server.url, opa_deadline_ms=5000).test_client()
+    opa_server.script(Behaviour(trickle_s=0.002))
+    resp, _ = _post(client)
+    assert resp.status_code == 200 and resp.get_json()["decision"] == "allow"
+
+
+def test_malformed_json_body_is_503_without_retry(sidecar_client, opa_server):
+    opa_server.script(Behaviour(body=b"{not json"))
+    resp, _ = _post(sidecar_client)
+    assert resp.status_code == 503
+    assert len(opa_server.calls) == 1
+
+
+def test_429_with_retry_after_is_retried_after_the_wait(sidecar_client, opa_server):
+    opa_server.script(Behaviour(status=429, headers={"Retry-After": "1"}))
+    resp, latency = _post(sidecar_client)
+    assert resp.status_code == 200 and resp.get_json()["decision"] == "allow"
+    assert len(opa_server.calls) == 2
+    assert _gaps(opa_server)[0] >= 1.0
+    assert latency < 2.0
 
 
 @pytest.mark.parametrize(

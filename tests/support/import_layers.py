@@ -20,7 +20,7 @@ import grimp
 LAYERS = ("entry", "decide", "adapters", "base")
 _BASE = {"errors", "settings", "models", "vocabulary", "timefmt", "jwa", "bodies", "fingerprint", "metrics", "logs",
          "about", "terminal"}
-_ADAPTERS = {"auth", "contracts", "engine", "policy", "policy_testing", "idempotency", "approvals", "audit",
+_ADAPTERS = {"auth", "contracts", "engine", "policy", "idempotency", "approvals", "audit",
              "receipts", "session", "redis_client", "tracing", "proxy"}
 
 

@@ -1,13 +1,15 @@
-"""A test server that speaks OPA's REST Data API, answering from the embedded OPA engine.
+"""A scriptable stand-in that speaks OPA's REST Data API, answering from the embedded OPA engine.
 
-Used when no ``opa`` binary is on PATH (none is installable here). ``POST /v1/data/<path>``
+The real ``opa`` server is in tests/support/opa_process.py; this stand-in is kept only for the
+faults a real OPA cannot be made to produce (a 429 with Retry-After, a malformed or non-JSON
+body, a 503, a body trickled byte by byte, a hang-up after the request). ``POST /v1/data/<path>``
 with ``{"input": ...}`` evaluates ``data.<path>`` with the real engine loaded from a policy
 directory and answers ``{"result": ...}`` (no ``result`` when undefined), or OPA's error body
 ``{"code": "internal_error", "message": ...}`` with 500 on evaluation errors. ``GET /health``
 answers ``{}``.
 
 It can be scripted, one behaviour per call, to misbehave: answer without ``result``, with a
-given status/body/headers, slowly, or hang up. Every call is counted with its time.
+given status/body/headers, slowly, trickling, or hang up. Every call is counted with its time.
 """
 
 from __future__ import annotations
@@ -23,8 +25,7 @@ from typing import Any
 
 from opa_bindings import OpaEngine, OpaError, OpaUndefinedError
 
-from app.engine.embedded import content_revision
-from app.policy_testing import load_bundle
+from app.policy.bundle import load_bundle, read_directory
 
 
 @dataclass
@@ -36,6 +37,7 @@ class Behaviour:
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
     hang_up: bool = False  # close the connection without answering
+    trickle_s: float = 0.0  # send the answer one byte per trickle_s seconds
 
 
 class OpaTestServer:
@@ -44,7 +46,7 @@ class OpaTestServer:
     def __init__(self, policy_dir: Path, *, revision: str | None = None) -> None:
         self._engine = OpaEngine()
         load_bundle(self._engine, policy_dir, include_tests=False)
-        self.revision = revision or content_revision(policy_dir)
+        self.revision = revision or read_directory(policy_dir).revision
         self._script: list[Behaviour] = []
         self._default: Behaviour | None = None
         self._lock = threading.Lock()
@@ -93,7 +95,7 @@ class OpaTestServer:
         server.daemon_threads = True
         self._server = server
         self.port = server.server_address[1]
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return self.url
 
     @property
@@ -114,15 +116,21 @@ def _handler(owner: OpaTestServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, *args: Any) -> None:  # keep test output quiet
             pass
 
-        def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+        def _send(self, status: int, body: Any, headers: dict[str, str] | None = None, trickle_s: float = 0.0) -> None:
             raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(raw)))
-            for key, value in (headers or {}).items():
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(raw)
+            head = [f"HTTP/1.1 {status} X", "Content-Type: application/json", f"Content-Length: {len(raw)}"]
+            head += [f"{key}: {value}" for key, value in (headers or {}).items()]
+            message = ("\r\n".join(head) + "\r\n\r\n").encode() + raw
+            if not trickle_s:
+                self.wfile.write(message)
+                return
+            try:
+                for i in range(len(message)):
+                    self.wfile.write(message[i:i + 1])
+                    self.wfile.flush()
+                    time.sleep(trickle_s)
+            except OSError:  # the client gave up
+                self.close_connection = True
 
         def do_GET(self) -> None:
             if self.path.startswith("/health"):
@@ -157,6 +165,6 @@ def _handler(owner: OpaTestServer) -> type[BaseHTTPRequestHandler]:
                 self._send(400, {"code": "invalid_parameter", "message": "body is not JSON"})
                 return
             status, answer = owner.evaluate(path[len("/v1/data/"):], body)
-            self._send(status, answer)
+            self._send(status, answer, trickle_s=behaviour.trickle_s if behaviour else 0.0)
 
     return Handler

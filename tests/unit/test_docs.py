@@ -36,10 +36,6 @@ _TOOLGATE = re.compile(
 _VARIABLE = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_]*\}?")
 _DESIGN_REF = re.compile(r"DESIGN §(\d+)")
 
-#: Guides written alongside these pages (the clients, the OPA sidecar, the policy author's
-#: guide): a link to one may name a file that has not landed yet; once it exists, its links
-#: and anchors are checked like any other, and once all have landed this set must go.
-PAGES_WRITTEN_ELSEWHERE = {"docs/opa.md", "docs/policy-authors.md"}
 
 
 @dataclass(frozen=True)
@@ -196,18 +192,9 @@ def test_relative_links_resolve(doc: Path) -> None:
             continue  # http:, https:, mailto:
         target, _, anchor = href.partition("#")
         file = (doc.parent / target).resolve() if target else doc
-        if not file.exists() and file.relative_to(ROOT).as_posix() in PAGES_WRITTEN_ELSEWHERE:
-            continue
         assert file.exists(), f"{doc.name}: link {href} names a missing file"
         if anchor and file.suffix == ".md":
             assert anchor in _anchors(file), f"{doc.name}: link {href} names a missing heading"
-
-
-def test_pages_written_elsewhere_are_still_pending() -> None:
-    landed = sorted(page for page in PAGES_WRITTEN_ELSEWHERE if (ROOT / page).exists())
-    assert not PAGES_WRITTEN_ELSEWHERE or len(landed) < len(PAGES_WRITTEN_ELSEWHERE), (
-        f"all of {landed} exist: empty PAGES_WRITTEN_ELSEWHERE"
-    )
 
 
 def test_slug_follows_github() -> None:

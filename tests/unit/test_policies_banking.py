@@ -18,7 +18,7 @@ import yaml
 from jsonschema import Draft202012Validator
 from opa_bindings import OpaEngine
 
-from app.policy_testing import load_bundle
+from app.policy.bundle import load_bundle
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 POLICY_DIR = PROJECT_ROOT / "policies"

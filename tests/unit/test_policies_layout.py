@@ -16,7 +16,7 @@ import pytest
 import yaml
 from opa_bindings import OpaEngine, OpaUndefinedError
 
-from app.policy_testing import load_bundle
+from app.policy.bundle import load_bundle
 from tests.conftest import POLICY_DIR
 
 _PACKAGE = re.compile(r"^package\s+(\S+)", re.MULTILINE)

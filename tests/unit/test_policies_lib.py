@@ -14,7 +14,7 @@ import re
 import pytest
 from opa_bindings import OpaEngine, OpaError
 
-from app.policy_testing import load_bundle
+from app.policy.bundle import load_bundle
 from tests.conftest import POLICY_DIR
 
 VALUES = [

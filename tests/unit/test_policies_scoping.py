@@ -19,7 +19,7 @@ import pytest
 from opa_bindings import OpaEngine
 
 from app.contracts.registry import ContractRegistry
-from app.policy_testing import load_bundle
+from app.policy.bundle import load_bundle
 from tests.conftest import CONTRACTS_DIR, POLICY_DIR, shared_dir
 from tests.support.decision_cases import CASES
 

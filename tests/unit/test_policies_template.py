@@ -13,7 +13,8 @@ from pathlib import Path
 from opa_bindings import OpaEngine
 
 from app.contracts.registry import ContractRegistry
-from app.policy_testing import load_bundle, run_policy_tests
+from app.policy.bundle import load_bundle
+from app.policy.testing import run_policy_tests
 from tests.conftest import CONTRACTS_DIR, POLICY_DIR, PROJECT_ROOT
 
 TEMPLATE = PROJECT_ROOT / "docs" / "policy-template"

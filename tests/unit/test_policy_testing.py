@@ -1,4 +1,4 @@
-"""The Rego test runner (app.policy_testing): bundle loading, test discovery, outcomes."""
+"""The Rego test runner (app.policy.testing): bundle loading, test discovery, outcomes."""
 
 from __future__ import annotations
 
@@ -9,13 +9,8 @@ from pathlib import Path
 import pytest
 from opa_bindings import OpaEngine
 
-from app.policy_testing import (
-    PolicyLoadError,
-    TestCase,
-    discover_tests,
-    load_bundle,
-    run_policy_tests,
-)
+from app.policy.bundle import PolicyLoadError, load_bundle
+from app.policy.testing import TestCase, discover_tests, run_policy_tests
 
 POLICY_DIR = Path(__file__).resolve().parents[2] / "policies"
 

@@ -1,9 +1,6 @@
-"""Load a policy bundle directory into the embedded OPA engine and run its Rego unit tests.
-
-This is the code behind ``toolgate policy test [DIR]`` (DESIGN §9). The layout follows OPA
-bundles: every ``**/*.rego`` file is a module (``*_test.rego`` files hold the tests), and a
-``data.json`` in folder ``a/b`` (relative to the bundle root) is merged at ``data.a.b``; the one
-at the root is merged at ``data``. ``load_bundle`` is shared with the embedded policy engine.
+"""The embedded Rego test runner: ``toolgate policy test [DIR]`` when no ``opa`` binary is there
+(``app.policy.opa_cli`` runs ``opa test`` otherwise). The bundle layout and loading are
+``app.policy.bundle``'s.
 
 A test is a rule whose head starts at column 0 with ``test_`` in a ``*_test.rego`` file. It
 passes when ``data.<package>.<test>`` is exactly ``true``. Several bodies with one name are one
@@ -20,33 +17,22 @@ from typing import Literal
 
 from opa_bindings import OpaEngine, OpaError, OpaUndefinedError
 
+from app.policy.bundle import PolicyLoadError, load_bundle, read_directory
+
 __all__ = [
     "PolicyLoadError",
     "PolicyTestReport",
     "TestCase",
     "TestResult",
     "discover_tests",
-    "load_bundle",
     "run_policy_tests",
 ]
 
 TEST_SUFFIX = "_test.rego"
-DATA_FILE = "data.json"
 _PACKAGE = re.compile(r"^package\s+([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*)\s*(?:#.*)?$")
 _TEST_HEAD = re.compile(r"^(test_[A-Za-z0-9_]*)\b")
-_ERROR_LOCATION = re.compile(r"(?P<file>[^\s:]+\.rego):\d+")
 
 Outcome = Literal["pass", "fail", "error"]
-
-
-class PolicyLoadError(ValueError):
-    """A policy bundle cannot be loaded: a parse or compile error, invalid or conflicting
-    data, a missing directory. ``path`` is the offending file (relative to the bundle root)
-    when it is known. A ``ValueError``, so callers that treat bad content generically work."""
-
-    def __init__(self, message: str, path: Path | None = None) -> None:
-        super().__init__(message)
-        self.path = path
 
 
 @dataclass(frozen=True)
@@ -117,69 +103,6 @@ class PolicyTestReport:
         return "\n".join(lines)
 
 
-def _bundle_files(policy_dir: Path, *, include_tests: bool) -> tuple[list[Path], list[Path]]:
-    if not policy_dir.is_dir():
-        raise PolicyLoadError(f"policy directory {policy_dir} does not exist")
-    modules, data_files = [], []
-    for path in sorted(policy_dir.rglob("*")):
-        rel = path.relative_to(policy_dir)
-        if any(part.startswith(".") for part in rel.parts) or not path.is_file():
-            continue
-        if path.suffix == ".rego" and (include_tests or not path.name.endswith(TEST_SUFFIX)):
-            modules.append(rel)
-        elif path.name == DATA_FILE:
-            data_files.append(rel)
-    data_files.sort(key=lambda rel: (len(rel.parts), rel))  # the root data.json first
-    return modules, data_files
-
-
-def _read(policy_dir: Path, rel: Path) -> str:
-    try:
-        return (policy_dir / rel).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise PolicyLoadError(f"{rel.as_posix()}: cannot read: {exc}", rel) from None
-
-
-def load_bundle(engine: OpaEngine, policy_dir: Path, *, include_tests: bool) -> list[Path]:
-    """Load the bundle at ``policy_dir`` into ``engine`` and check that it compiles.
-
-    Adds every ``**/*.rego`` module (``*_test.rego`` only with ``include_tests``) under its
-    POSIX path relative to ``policy_dir``, and merges every ``data.json`` at the data path of
-    its folder (root: ``data``; ``a/b/data.json``: ``data.a.b``). Hidden files and folders are
-    skipped. Modules are added in sorted path order, data files shallowest first, then by path.
-
-    Returns the loaded files, relative to ``policy_dir``: modules first, then data files.
-    Raises ``PolicyLoadError`` naming the file on an unreadable file, a Rego parse or compile
-    error, invalid JSON or a data merge conflict, or when ``policy_dir`` is not a directory.
-    """
-    modules, data_files = _bundle_files(policy_dir, include_tests=include_tests)
-    for rel in modules:
-        try:
-            engine.add_policy(rel.as_posix(), _read(policy_dir, rel))
-        except OpaError as exc:
-            raise PolicyLoadError(f"{rel.as_posix()}: {exc.message}", rel) from None
-    for rel in data_files:
-        try:
-            value = json.loads(_read(policy_dir, rel))
-        except json.JSONDecodeError as exc:
-            raise PolicyLoadError(f"{rel.as_posix()}: invalid JSON: {exc}", rel) from None
-        data_path = ".".join(rel.parent.parts)
-        if not data_path and not isinstance(value, dict):
-            raise PolicyLoadError(f"{rel.as_posix()}: the root data.json must hold a JSON object", rel)
-        try:
-            engine.add_data(value, path=data_path)
-        except OpaError as exc:
-            target = f"data.{data_path}" if data_path else "data"
-            raise PolicyLoadError(f"{rel.as_posix()}: cannot merge at {target}: {exc.message}", rel) from None
-    try:
-        engine.eval_query("true")  # compiles every module: unsafe vars, type and conflict errors
-    except OpaError as exc:
-        match = _ERROR_LOCATION.search(exc.message)
-        rel = Path(match["file"]) if match else None
-        raise PolicyLoadError(f"policy bundle {policy_dir} does not compile: {exc.message}", rel) from None
-    return modules + data_files
-
-
 def discover_tests(policy_dir: Path) -> list[TestCase]:
     """The tests of every ``*_test.rego`` under ``policy_dir``, sorted by file then line.
 
@@ -188,14 +111,15 @@ def discover_tests(policy_dir: Path) -> list[TestCase]:
     ``file`` is relative to ``policy_dir``. Raises ``PolicyLoadError`` for a test file without
     a package line or a missing ``policy_dir``.
     """
-    modules, _ = _bundle_files(policy_dir, include_tests=True)
+    bundle = read_directory(policy_dir, include_tests=True)
     cases: list[TestCase] = []
     seen: set[tuple[str, str]] = set()
-    for rel in modules:
+    for name in bundle.modules:
+        rel = Path(name)
         if not rel.name.endswith(TEST_SUFFIX):
             continue
         package = None
-        for number, line in enumerate(_read(policy_dir, rel).splitlines(), start=1):
+        for number, line in enumerate(bundle.files[name].decode("utf-8", "replace").splitlines(), start=1):
             if package is None:
                 found = _PACKAGE.match(line)
                 if found:
