@@ -1,12 +1,12 @@
-# METADATA
-# title: toolgate session helpers
-# description: |
-#   Helpers over input.session (docs/session.md), and builders of the limits and rate limits a
-#   decision asks the gateway to enforce. Every helper is total: for any input it is true,
-#   false/undefined or a value, and never raises a builtin error. `scope` is "conversation"
-#   (this call's conversation) or "subject" (every conversation of the verified subject);
-#   `window` a window name of input.session.windows ("1m", "1h", "24h").
 package toolgate.lib
+
+# --- session (docs/session.md) -----------------------------------------------------------
+#
+# Session helpers of the policy library: reads of input.session (docs/session.md) and builders
+# of the limits and rate limits a decision asks the gateway to enforce. Every helper is total:
+# for any input it is true, false/undefined or a value, and never raises a builtin error.
+# `scope` is "conversation" (this call's conversation) or "subject" (every conversation of the
+# verified subject); `window` a window name of input.session.windows ("1m", "1h", "24h").
 
 # The name of the longest window of input.session (the whole retention), e.g. "24h".
 session_longest_window := name if {
