@@ -38,9 +38,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, cast
 
 import redis
 
@@ -171,7 +172,7 @@ def _reservations(stack: Stack) -> tuple[int, int]:
     client = redis.Redis.from_url(stack.redis_url, socket_timeout=5)
     live = expired = 0
     for key in client.scan_iter(match="toolgate:idem:*:record", count=1000):
-        if client.hget(key, "state") == b"processing":
+        if cast(bytes | None, client.hget(key, "state")) == b"processing":  # sync client: bytes
             lease = key[: -len(b"record")] + b"lease"
             if client.exists(lease):
                 live += 1

@@ -14,10 +14,12 @@ errors included, before anything is returned.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 from app import metrics
-from app.approvals.presented import VerifiedApproval
+from app.approvals.presented import Granted
+from app.approvals.records import credential_digest
 from app.decide import approval_outcome, policy_input, presented, reservations, session_step, validation
 from app.decide.approval_outcome import ApprovalOutcome
 from app.decide.deps import Deps
@@ -73,7 +75,7 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
         with phases.measure("idempotency"):
             reservation = reservations.check(validated, deps.idempotency)
     with phases.measure("grant"):
-        presented_approval = presented.check(validated, reservation, deps.approvals)
+        validated, presented_approval = presented.check(validated, reservation, deps.approvals)
     prepared = progress.reach(advance(validated, Prepared, reservation=reservation, presented=presented_approval))
     outcome, admitted = _decision(deps, prepared, phases)
     idempotency, shares = _reserve_and_note(deps, prepared, outcome, admitted, phases)
@@ -89,6 +91,9 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
         optional["idempotency"] = idempotency
     if dry_run:
         optional["dry_run"] = True
+    edit = approval_outcome.edit_info(outcome.presented)
+    if edit is not None:
+        optional["approval_edit"] = edit
     policy_revision = decision.policy_revision or deps.engine.revision()
     if deps.receipts is not None and not dry_run:
         optional["receipt"] = deps.receipts.sign(receipt_claims(prepared, decision, policy_revision))
@@ -106,16 +111,18 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
     )
     metrics.note_policy_revision(response.policy_revision)
     return progress.reach(
+        # The approval that let the call through may be a standing grant found after the policy.
         advance(
-            prepared, Decided, decision=decision, approval=outcome.approval, idempotency=idempotency, response=response,
-            noted=shares is not None, shares=shares or (),
+            replace(prepared, presented=outcome.presented), Decided, decision=decision, approval=outcome.approval,
+            idempotency=idempotency, response=response, noted=shares is not None, shares=shares or (),
         )
     )
 
 
 def _decision(deps: Deps, stage: Prepared, phases: Phases) -> tuple[ApprovalOutcome, session_step.Admitted]:
-    """The policy's decision after admission (rate limits, limits) and its approval step; a
-    refused presented approval is a deny without asking the policy (its rate limits count)."""
+    """The policy's decision after admission (rate limits, limits) and its approval step
+    (``approval_outcome.decide``); a refused presented approval is a deny without asking the
+    policy (its rate limits count)."""
     if isinstance(stage.presented, Refusal):
         deny = PolicyDecision(decision="deny", reasons=(stage.presented.reason,))
         with phases.measure("limits"):
@@ -123,16 +130,28 @@ def _decision(deps: Deps, stage: Prepared, phases: Phases) -> tuple[ApprovalOutc
         return ApprovalOutcome(deny, stage.presented, None), admitted
     with phases.measure("session"):
         session = session_step.snapshot(stage, deps.sessions)
-    with phases.measure("policy"):
-        verified = stage.presented if isinstance(stage.presented, VerifiedApproval) else None
-        document = policy_input.build(stage, session=session, approval=verified)
-        decision = deps.engine.evaluate(document, traceparent=stage.call.traceparent)
-    with phases.measure("limits"):
-        admitted = session_step.admit(stage, decision, deps.sessions)
+    admission = session_step.Admission(stage, deps.sessions)
+
+    def evaluate(approval: Granted | None) -> PolicyDecision:
+        with phases.measure("policy"):
+            document = policy_input.build(stage, session=session, approval=approval)
+            decision = deps.engine.evaluate(document, traceparent=stage.call.traceparent)
+        if not decision.policy_revision:
+            decision = decision.model_copy(update={"policy_revision": deps.engine.revision()})
+        with phases.measure("limits"):
+            return admission.admit(decision)
+
     if stage.request.dry_run:
-        return ApprovalOutcome(admitted.decision, stage.presented, None), admitted
+        return ApprovalOutcome(evaluate(None), stage.presented, None), admission.admitted
     with phases.measure("approval"):
-        return approval_outcome.settle(stage, admitted.decision, deps.approvals), admitted
+        try:
+            outcome = approval_outcome.decide(
+                stage, evaluate, deps.approvals, credential_digest=credential_digest(stage.call.authorization)
+            )
+        except ToolgateError:
+            session_step.give_back(stage, admission.admitted, deps.sessions)
+            raise
+    return outcome, admission.admitted
 
 
 def _reserve_and_note(
@@ -165,7 +184,7 @@ def ai_sdk_status(decision: PolicyDecision, presented_approval: Presented) -> Ai
     """The AI SDK tool-approval status of the final decision: ``approved`` for an allow after a
     verified grant, ``not-applicable`` for any other allow, else ``denied`` / ``user-approval``."""
     if decision.decision == "allow":
-        return "approved" if isinstance(presented_approval, VerifiedApproval) else "not-applicable"
+        return "approved" if isinstance(presented_approval, Granted) else "not-applicable"
     return "denied" if decision.decision == "deny" else "user-approval"
 
 

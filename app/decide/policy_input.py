@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.approvals.presented import VerifiedApproval
+from app.approvals.presented import Granted
 from app.decide.stages import Validated
 from app.session.view import Snapshot
 from app.timefmt import now_rfc3339_ms
 
 
-def build(stage: Validated, *, session: Snapshot, approval: VerifiedApproval | None) -> dict[str, Any]:
+def build(stage: Validated, *, session: Snapshot, approval: Granted | None) -> dict[str, Any]:
     """The input document for ``stage``'s call; ``session`` is the subject's snapshot."""
     subject = stage.subject
     return {

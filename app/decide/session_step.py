@@ -15,7 +15,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from app.approvals.presented import VerifiedApproval
+from app.approvals.presented import Granted
 from app.contracts.contract import ToolContract
 from app.decide.approval_outcome import ApprovalOutcome
 from app.decide.stages import Prepared, conversation_id
@@ -68,9 +68,10 @@ def _refusal(spec: LimitSpec, used_units: int) -> str:
     return f"limit {spec.id} reached ({shown(used_units)} of {shown(max_units(spec))} used in {window_name(spec.window_s)})"
 
 
-def admit(stage: Prepared, decision: PolicyDecision, store: SessionStore) -> Admitted:
-    """Count the call against its rate limits (the settings default and the decision's) and,
-    for an allow that will run (not an idempotent replay), reserve the decision's limits.
+def admit(stage: Prepared, decision: PolicyDecision, store: SessionStore, *, count_rates: bool = True) -> Admitted:
+    """Count the call against its rate limits (the settings default and the decision's; not
+    when ``count_rates`` is false) and, for an allow that will run (not an idempotent replay),
+    reserve the decision's limits.
 
     A dry run counts nothing and reserves nothing: its limits are only checked. Returns the
     ``Admitted`` decision: a deny naming the limit when one is full or the call's amount cannot
@@ -78,7 +79,7 @@ def admit(stage: Prepared, decision: PolicyDecision, store: SessionStore) -> Adm
     """
     dry_run = stage.request.dry_run
     rates: tuple[RateLimitSpec, ...] = ()
-    if not dry_run:
+    if count_rates and not dry_run:
         rates = ((store.default_rate_limit,) if store.default_rate_limit else ()) + decision.rate_limits
     replay = stage.reservation is not None and stage.reservation.stored is not None
     specs = decision.limits if decision.decision == "allow" and not replay else ()
@@ -101,6 +102,32 @@ def admit(stage: Prepared, decision: PolicyDecision, store: SessionStore) -> Adm
     if admission.refused is not None:
         return Admitted(_deny(decision, _refusal(admission.refused, admission.used_units)))
     return Admitted(decision, admission.shares)
+
+
+class Admission:
+    """The admission of one call across the policy's evaluations (a call with a grant may be
+    evaluated twice, without and with it): its rate limits count at the first evaluation only;
+    each allow reserves its limits, an earlier evaluation's shares given back first, so the
+    call holds the shares of its last allow at most."""
+
+    def __init__(self, stage: Prepared, store: SessionStore) -> None:
+        self._stage = stage
+        self._store = store
+        self._admitted: Admitted | None = None
+
+    @property
+    def admitted(self) -> Admitted:
+        """The last evaluation's admission (nothing reserved before the first)."""
+        return self._admitted or Admitted(PolicyDecision(decision="deny"))
+
+    def admit(self, decision: PolicyDecision) -> PolicyDecision:
+        """``admit`` one evaluation's ``decision``; returns the admitted decision. Raises
+        ``RateLimited`` (429) and ``DependencyUnavailable`` (503)."""
+        earlier = self._admitted
+        if earlier is not None and earlier.shares:
+            self._store.give_back(_keys(self._stage.subject), self._stage.call.decision_id, earlier.shares, linked=False)
+        self._admitted = admit(self._stage, decision, self._store, count_rates=earlier is None)
+        return self._admitted.decision
 
 
 def give_back(stage: Prepared, admitted: Admitted, store: SessionStore) -> None:
@@ -129,7 +156,7 @@ def note(
     event = Event.of_call(
         stage.contract.meta if stage.contract else None, stage.normalized_input, stage.sensitive_paths,
         conversation=conversation_id(stage.request), tool=stage.tool.name, version=stage.tool.version,
-        decision=decision, replayed=replayed, approved=decision == "allow" and isinstance(outcome.presented, VerifiedApproval),
+        decision=decision, replayed=replayed, approved=decision == "allow" and isinstance(outcome.presented, Granted),
         mutating=stage.tool.mutating, key=_key_digest(stage),
     )
     store.note(keys, stage.call.decision_id, event, args=encode_args(stage.display_input, store.max_args_bytes), shares=shares)

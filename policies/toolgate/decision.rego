@@ -271,6 +271,43 @@ required_approver_roles contains role if {
 	some role in default_approver_roles
 }
 
+# Approval rules a family may declare beside its approver roles, for the calls it asks about
+# (`approval_rules := {"quorum": n, "allow_self_approval": true}`): of the asking families, the
+# largest quorum counts, and the requester may confirm her own call (the gateway then accepts
+# only her step-up token) only when every asking family allows it and the library itself does
+# not ask.
+_family_quorums contains quorum if {
+	some family in _asking_families
+	quorum := data.tools[family].approval_rules.quorum
+	is_number(quorum)
+}
+
+_self_approval_allowed if {
+	count(_asking_families) > 0
+	count(library_approvals) == 0
+	every family in _asking_families {
+		data.tools[family].approval_rules.allow_self_approval == true
+	}
+}
+
+default _quorum_member := {}
+
+_quorum_member := {"quorum": max(_family_quorums)} if count(_family_quorums) > 0
+
+default _self_approval_member := {}
+
+_self_approval_member := {"allow_self_approval": true} if _self_approval_allowed
+
+approval_document := object.union_n([
+	{
+		"reason": concat("; ", approval_reasons),
+		"approver_roles": sort(required_approver_roles),
+		"ttl_s": approval_ttl_s,
+	},
+	_quorum_member,
+	_self_approval_member,
+])
+
 # A verified, positive approval by someone holding a required approver role.
 approval_satisfied if {
 	input.approval.approved == true
@@ -303,7 +340,7 @@ approval_reasons := sort({r.message | some r in approvals})
 # description: |
 #   {"decision": "allow"|"deny"|"user-approval", "reasons": [string],
 #    "matched_rules": [{"id", "effect": "deny"|"approval"|"allow", "message"}],
-#    "approval"?: {"reason", "approver_roles", "ttl_s"},
+#    "approval"?: {"reason", "approver_roles", "ttl_s", "quorum"?, "allow_self_approval"?},
 #    "limits"?: [limit] (an allow's), "rate_limits"?: [rate limit]} (docs/session.md)
 # entrypoint: true
 # scope: document
@@ -313,7 +350,12 @@ default decision := {
 	"matched_rules": [{"id": "toolgate.no_rule_allows", "effect": "deny", "message": "no policy rule allows this call"}],
 }
 
-decision := object.union({"decision": "allow", "reasons": ["allowed by policy"], "matched_rules": sort(allowances)}, allow_members) if {
+decision := object.union(verdict, allow_members) if {
+	verdict.decision == "allow"
+} else := object.union(verdict, rate_limits_member)
+
+# The verdict: deny > user-approval > allow > default deny.
+verdict := {"decision": "allow", "reasons": ["allowed by policy"], "matched_rules": sort(allowances)} if {
 	# The common case first, decided from the family's sets alone (what the full resolution
 	# below answers for it, with less work): granted, one family, no deny, no approval rule,
 	# an allow, no rejected approval.
@@ -325,27 +367,23 @@ decision := object.union({"decision": "allow", "reasons": ["allowed by policy"],
 	count(malformed) == 0
 	count(allowances) > 0
 	not input.approval.approved == false
-} else := object.union({"decision": "deny", "reasons": deny_reasons, "matched_rules": matched_rules}, rate_limits_member) if {
+} else := {"decision": "deny", "reasons": deny_reasons, "matched_rules": matched_rules} if {
 	count(denials) > 0
-} else := object.union({
+} else := {
 	"decision": "user-approval",
 	"reasons": approval_reasons,
 	"matched_rules": matched_rules,
-	"approval": {
-		"reason": concat("; ", approval_reasons),
-		"approver_roles": sort(required_approver_roles),
-		"ttl_s": approval_ttl_s,
-	},
-}, rate_limits_member) if {
+	"approval": approval_document,
+} if {
 	count(approvals) > 0
 	not approval_satisfied
-} else := object.union({
+} else := {
 	"decision": "allow",
 	"reasons": [sprintf("%s (approved by %v)", [reason, approver_id]) | some reason in approval_reasons],
 	"matched_rules": matched_rules,
-}, allow_members) if {
+} if {
 	count(approvals) > 0
-} else := object.union({"decision": "allow", "reasons": ["allowed by policy"], "matched_rules": matched_rules}, allow_members)
+} else := {"decision": "allow", "reasons": ["allowed by policy"], "matched_rules": matched_rules}
 
 # --- what the gateway enforces (docs/session.md) -----------------------------------------------
 
@@ -357,10 +395,13 @@ family_limits := sort([limit | some family in families; some limit in data.tools
 
 rate_limit_list := sort([rate | some rate in lib.rate_limits])
 
-limits_member := {"limits": family_limits} if count(family_limits) > 0 else := {}
+default limits_member := {}
 
-rate_limits_member := {"rate_limits": rate_limit_list} if count(rate_limit_list) > 0 else := {}
+limits_member := {"limits": family_limits} if count(family_limits) > 0
+
+default rate_limits_member := {}
+
+rate_limits_member := {"rate_limits": rate_limit_list} if count(rate_limit_list) > 0
 
 # What an allow carries; a deny or a user-approval carries the rate limits only.
 allow_members := object.union(limits_member, rate_limits_member)
-

@@ -10,17 +10,19 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from app import create_app
 from app.settings import Settings
 from tests.conftest import CONTRACTS_DIR, POLICY_DIR
-from tests.support.jwks_server import JwksServer
 from tests.support.calls import AUDIENCE, ISSUER
+from tests.support.jwks_server import JwksServer
 from tests.support.keys import EC1, K1, jwks
 from tests.support.opa_server import OpaTestServer
+
 
 @pytest.fixture(scope="session")
 def jwks_server():

@@ -87,13 +87,13 @@ def test_twenty_deletes_a_day_whatever_the_conversation_ids(client):
     assert capped["reasons"] == ["limit files.deletes_per_day reached (20 of 20 used in 24h)"]
 
 
-def test_a_daily_payment_budget_of_10000(client):
+def test_a_daily_payment_budget_of_50000(client):
     pay = {"currency": "EUR", "recipient": "acct_42"}
-    for _ in range(10):
+    for _ in range(50):
         assert call(client, "processPayment", {**pay, "amount": 1000}, ADMIN, conversation=uuid.uuid4().hex)["decision"] == "allow"
     over = call(client, "processPayment", {**pay, "amount": 0.01}, ADMIN)
     assert over["decision"] == "deny"
-    assert over["reasons"] == ["limit payments.daily_budget reached (10000 of 10000 used in 24h)"]
+    assert over["reasons"] == ["limit payments.daily_budget reached (50000 of 50000 used in 24h)"]
 
 
 def test_a_recipient_from_a_trusted_result_needs_no_approval(client):

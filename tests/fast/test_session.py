@@ -190,13 +190,41 @@ def test_a_grant_used_up_meanwhile_gives_the_shares_back(deps, engine, monkeypat
 
     engine.script = allow_with(ONE_DELETE)
 
-    def grant_lost(stage, decision, approvals):
+    def grant_lost(stage, evaluate, approvals, **_):
+        assert evaluate(None).decision == "allow"  # the allow reserved its share
         return ApprovalOutcome(PolicyDecision(decision="deny", reasons=("approval grant already used",)), None, None)
 
-    monkeypatch.setattr(approval_outcome, "settle", grant_lost)
+    monkeypatch.setattr(approval_outcome, "decide", grant_lost)
     assert delete(deps, "c-1", "d-1").decision == "deny"
     monkeypatch.undo()
     assert delete(deps, "c-1", "d-2").decision == "allow"
+
+
+def test_an_approved_call_counts_its_rate_limit_once_and_reserves_on_its_allow(deps, engine) -> None:
+    """A presented grant makes decide ask the policy twice (without it, then with it): the
+    call counts once against its rate limit, and only the allow reserves its share."""
+    from tests.fast.test_approval_outcome import approve
+
+    per_hour = RateLimitSpec(id="pay.rate", scope="subject", count=3, per_s=3600)
+
+    def policy(document):
+        if document["approval"]:
+            return PolicyDecision(decision="allow", reasons=("approved",), limits=(BUDGET,), rate_limits=(per_hour,))
+        return PolicyDecision(decision="user-approval", reasons=("payment needs approval",), approver_roles=("approver",),
+                              limits=(BUDGET,), rate_limits=(per_hour,))
+
+    engine.script = policy
+    asked = pay(deps, 60, "p-1")  # one
+    assert asked.decision == "user-approval"
+    _, grant = approve(deps, asked.approval.approval_id)
+    body = _body("processPayment", {"amount": 60, "currency": "EUR", "recipient": "acct_42"}, "c-1",
+                 approval={"approval_id": asked.approval.approval_id, "grant": grant})
+    allowed = run(deps, body, key="p-1")  # two (the policy is asked twice)
+    assert allowed.decision == "allow" and len(engine.inputs) == 3
+    engine.script = allow_with(BUDGET, rate_limits=(per_hour,))
+    refused = pay(deps, 50, "p-2")  # three: the approved payment holds 60 of the budget, once
+    assert refused.reasons == ["limit payments.daily reached (60 of 100 used in 24h)"]
+    assert isinstance(pay(deps, 1, "p-3"), RateLimited)  # four
 
 
 def test_the_settings_rate_limit_answers_429_with_retry_after(tmp_path, engine) -> None:

@@ -71,13 +71,13 @@ session_truncated if input.session.truncated == true
 
 # --- what the gateway enforces (the decision's `limits` and `rate_limits`) ------------------
 
-# At most `max` allowed calls within `window_s` seconds per `scope` ("subject" or
+# At most `maximum` allowed calls within `window_s` seconds per `scope` ("subject" or
 # "conversation"), reserved atomically when the call is allowed.
-count_limit(id, scope, window_s, max) := {"id": id, "scope": scope, "window_s": window_s, "max": max}
+count_limit(id, scope, window_s, maximum) := {"id": id, "scope": scope, "window_s": window_s, "max": maximum}
 
-# At most `max` of the input's `amount_field` (a JSON Pointer) within `window_s` per `scope`.
-budget_limit(id, scope, window_s, max, amount_field) := {
-	"id": id, "scope": scope, "window_s": window_s, "max": max, "amount_field": amount_field,
+# At most `maximum` of the input's `amount_field` (a JSON Pointer) within `window_s` per `scope`.
+budget_limit(id, scope, window_s, maximum, amount_field) := {
+	"id": id, "scope": scope, "window_s": window_s, "max": maximum, "amount_field": amount_field,
 }
 
 # Rate limits from policy data (data.rate_limits), each {"count": n, "per_s": s}:
@@ -89,8 +89,14 @@ rate_limits contains _rate("data.tenant", "tenant", data.rate_limits.tenants[inp
 
 rate_limits contains _rate("data.subject", "subject", data.rate_limits.subject)
 
-rate_limits contains _rate(concat(".", ["data.tool", input.tool.name]), "subject", data.rate_limits.tools[input.tool.name])
+rate_limits contains _rate(
+	concat(".", ["data.tool", input.tool.name]), "subject",
+	data.rate_limits.tools[input.tool.name],
+)
 
-_rate(id, scope, rule) := {"id": id, "scope": scope, "count": object.get(rule, "count", null), "per_s": object.get(rule, "per_s", null)} if {
+_rate(id, scope, rule) := {
+	"id": id, "scope": scope,
+	"count": object.get(rule, "count", null), "per_s": object.get(rule, "per_s", null),
+} if {
 	is_object(rule)
 } else := {"id": id, "scope": scope, "malformed": rule}

@@ -94,7 +94,7 @@ test_other_versions_are_not_governed if {
 test_an_allowed_payment_reserves_its_amount_under_the_daily_budget if {
 	d := fixtures.decide(payment(250))
 	fixtures.same(d.decision, "allow")
-	fixtures.same(d.limits, [{"id": "payments.daily_budget", "scope": "subject", "window_s": 86400, "max": 10000, "amount_field": "/amount"}])
+	fixtures.same(d.limits, [{"id": "payments.daily_budget", "scope": "subject", "window_s": 86400, "max": 50000, "amount_field": "/amount"}])
 }
 
 test_a_tenant_sets_its_own_daily_budget if {
@@ -105,4 +105,18 @@ test_a_tenant_sets_its_own_daily_budget if {
 test_a_payment_that_needs_approval_reserves_nothing_until_approved if {
 	fixtures.expect(payment(5000), {"decision": "user-approval", "limits": set()})
 	fixtures.expect(fixtures.approved(payment(5000), "u-9", ["approver"]), {"decision": "allow", "limits": {"payments.daily_budget"}})
+}
+
+test_a_payment_over_the_quorum_amount_needs_two_approvers if {
+	d := fixtures.decide(payment(20000))
+	d.decision == "user-approval"
+	d.approval.quorum == 2
+	"payment over 10000 needs two approvers" in d.reasons
+	not d.approval.allow_self_approval
+}
+
+test_a_payment_below_the_quorum_amount_has_no_quorum if {
+	d := fixtures.decide(payment(5000))
+	d.decision == "user-approval"
+	not d.approval.quorum
 }
