@@ -1,9 +1,9 @@
 """The decide pipeline (DESIGN §2): the ordered steps of ``POST /v1/decide``.
 
     decision id -> authenticate -> parse -> validate (contract) -> idempotency -> grant check
-    -> session snapshot -> policy -> limits (rate limits; reserve the limits of an allow)
-    -> approval (use the grant | open a pending approval) -> reserve -> session event -> receipt
-    -> record
+    -> session snapshot -> policy, each answer admitted (rate limits; reserve the limits of an
+    allow), and approval (use the grant | a standing grant | open a pending approval)
+    -> reserve -> session event -> receipt -> record
 
 No Flask here: the web layer hands over the request facts (``DecideCall`` inside a
 ``Progress``) and renders the ``DecideResponse`` that comes back. Every step may end the call
