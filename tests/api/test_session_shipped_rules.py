@@ -5,6 +5,7 @@ the rule of two (banking), and the per-tool rate limit of policy data (send_mone
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 from urllib.parse import quote
@@ -117,9 +118,16 @@ def test_the_rule_of_two_asks_for_approval_of_a_transfer(client):
 
 
 def test_send_money_is_rate_limited_by_policy_data(client):
+    """30 a minute: a burst of 30, then one every 2 s. The calls take time on a loaded machine,
+    so the slots freed meanwhile are allowed too, and no more."""
     money = {"amount": 1, "subject": "tip", "date": "2026-12-01", "recipient": "GB29NWBK60161331926819"}
-    answers = [call(client, "send_money", money, EMMA) for _ in range(31)]
-    assert [a.get("decision") for a in answers[:30]] == ["allow"] * 30
-    limited = answers[30]["error"]
+    started = time.monotonic()
+    answers = [call(client, "send_money", money, EMMA)]
+    while "error" not in answers[-1] and len(answers) < 200:
+        answers.append(call(client, "send_money", money, EMMA))
+    elapsed = time.monotonic() - started
+    allowed, limited = answers[:-1], answers[-1]["error"]
+    assert {a.get("decision") for a in allowed} == {"allow"}
+    assert 30 <= len(allowed) <= 30 + int(elapsed / 2) + 1
     assert limited["code"] == "RATE_LIMITED" and limited["details"] == {"rate_limit": "data.tool.send_money", "scope": "subject"}
     assert 1 <= limited["retry_after_seconds"] <= 2
