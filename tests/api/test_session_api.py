@@ -17,6 +17,7 @@ from tests.support.calls import auth, decide_body
 from tests.support.session_policy import write_session_policy
 
 HOLDER = ("u-alice", "bank-demo", ["account_holder"])
+APPROVER = ("u-approver", "bank-demo", ["approver"])
 TRUSTED_IBAN = "GB29NWBK60161331926819"
 ATTACKER_IBAN = "US133000000121212121212"
 
@@ -104,6 +105,34 @@ def test_a_daily_payment_budget_is_reserved_and_a_failed_payment_gives_it_back(c
     report(client, completed_key, "complete", {"result": {"payment_id": "pm_1"}})
     _, last = pay(500.01)
     assert last["reasons"] == ["limit payments.daily reached (500 of 1000 used in 24h)"]
+
+
+def test_an_approved_call_takes_its_share_and_counts_its_rate_limit_once(client):
+    """A presented grant makes the gateway ask the policy twice (without it, then with it): the
+    approved call holds its budget share once and counts once against its rate limit (3 an hour)."""
+    def body(amount: float) -> dict[str, Any]:
+        return decide_body("schedule_transaction", {"recipient": TRUSTED_IBAN, "amount": amount, "subject": "rent",
+                                                    "date": "2026-12-01", "recurring": False})
+
+    def schedule(request: dict[str, Any]):
+        return client.post("/v1/decide", json=request, headers={**auth(*HOLDER), "Idempotency-Key": uuid.uuid4().hex})
+
+    large = body(60)
+    asked = decided(schedule(large))  # one
+    assert asked["decision"] == "user-approval"
+    approval_id = asked["approval"]["approval_id"]
+    answered = client.post(f"/v1/approvals/{approval_id}", json={"approved": True}, headers=auth(*APPROVER))
+    assert answered.status_code == 200, answered.get_json()
+    grant = {"approval_id": approval_id, "grant": answered.get_json()["grant"]}
+    approved = decided(schedule({**large, "approval": grant}))  # two
+    assert approved["decision"] == "allow", approved
+    over = decided(schedule(body(50)))  # three
+    assert over["decision"] == "deny" and over["reasons"] == ["limit scheduled.daily reached (60 of 100 used in 24h)"]
+    limited = schedule(body(1))  # four
+    assert limited.status_code == 429, limited.get_json()
+    error = limited.get_json()["error"]
+    assert error["details"] == {"rate_limit": "tool.schedule_transaction", "scope": "subject"}
+    assert 1100 <= error["retry_after_seconds"] <= 1200  # one slot of 3600 s / 3 frees up
 
 
 def test_a_counterparty_from_a_trusted_result_is_allowed_others_need_approval(client):

@@ -7,6 +7,8 @@ session, not the roles of the shipped policies.
 - createTicket: at most ``data.limits.tickets_per_conversation`` per conversation in an hour;
 - processPayment: at most 1000 a day per subject, summed over ``/amount`` (a budget);
 - send_money: user-approval unless the recipient came from a trusted tool result;
+- schedule_transaction: at most 100 a day per subject over ``/amount`` (a budget); one over 50
+  needs approval (the grant's call is asked of the policy twice); rate limited by policy data;
 - the "rule of two": user-approval for a tool whose output is an external channel in a
   conversation that holds both untrusted content and private data;
 - rate limits per tool from ``data.rate_limits.tools`` (policy data shipped with the bundle);
@@ -37,6 +39,8 @@ limits := [
 	tool == "createTicket"
 } else := [{"id": "payments.daily", "scope": "subject", "window_s": 86400, "max": 1000, "amount_field": "/amount"}] if {
 	tool == "processPayment"
+} else := [{"id": "scheduled.daily", "scope": "subject", "window_s": 86400, "max": 100, "amount_field": "/amount"}] if {
+	tool == "schedule_transaction"
 } else := []
 
 rate_limits contains {"id": concat(".", ["tool", tool]), "scope": "subject", "count": rule.count, "per_s": rule.per_s} if {
@@ -58,6 +62,10 @@ decision := {"decision": "user-approval", "reasons": ["untrusted content, privat
 } else := {"decision": "user-approval", "reasons": ["the recipient did not come from a trusted tool result"]} if {
 	tool == "send_money"
 	not trusted_recipient
+} else := {"decision": "user-approval", "reasons": ["a transaction over 50 needs approval"], "rate_limits": [r | some r in rate_limits]} if {
+	tool == "schedule_transaction"
+	input.call.input.amount > 50
+	not input.approval.approved
 } else := {"decision": "deny", "reasons": ["at most 2 reads a minute in a conversation"]} if {
 	tool == "readFile"
 	reads_this_minute >= 2
@@ -66,7 +74,7 @@ decision := {"decision": "user-approval", "reasons": ["untrusted content, privat
 
 SESSION_DATA = {
     "limits": {"tickets_per_conversation": 3},
-    "rate_limits": {"tools": {"get_balance": {"count": 2, "per_s": 60}}},
+    "rate_limits": {"tools": {"get_balance": {"count": 2, "per_s": 60}, "schedule_transaction": {"count": 3, "per_s": 3600}}},
 }
 
 
