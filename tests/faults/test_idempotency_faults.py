@@ -32,8 +32,18 @@ def own_redis(tmp_path):
 @pytest.fixture
 def app_on(make_app, own_redis):
     """``app_on(**overrides)``: an app on ``own_redis`` with a socket timeout that a loaded test
-    machine does not hit by accident (2 s) unless the test sets its own."""
-    return lambda **overrides: make_app(**{"redis_url": own_redis.url, "redis_socket_timeout_ms": 2000, **overrides})
+    machine does not hit by accident (2 s) unless the test sets its own. Each app's Redis pool
+    is closed at the end (its connections outlive a stopped and restarted server)."""
+    apps = []
+
+    def build(**overrides):
+        app = make_app(**{"redis_url": own_redis.url, "redis_socket_timeout_ms": 2000, **overrides})
+        apps.append(app)
+        return app
+
+    yield build
+    for app in apps:
+        app.extensions["toolgate"].redis.close()
 
 
 def _state(resp) -> str:
@@ -194,3 +204,15 @@ def test_retry_safe_lease_expiry_reclaims_and_a_late_complete_is_refused(app_on,
     assert done.status_code == 200
     replay = decide(client, "deleteFile", call, key="del-1", **admin).get_json()["idempotency"]
     assert replay["state"] == "replayed" and replay["result"] == {"deleted": "second"}
+
+
+def test_readyz_reports_redis_down_and_back(app_on, own_redis):
+    client = app_on().test_client()
+    assert client.get("/readyz").status_code == 200
+    own_redis.stop()
+    down = client.get("/readyz")
+    assert down.status_code == 503, down.get_json()
+    assert down.get_json()["status"] == "unavailable" and down.get_json()["checks"]["redis"] == "unavailable"
+    assert down.get_json()["checks"]["decision_log"] == "ok"
+    own_redis.start()
+    assert client.get("/readyz").get_json()["checks"]["redis"] == "ok"
