@@ -152,13 +152,16 @@ def test_the_approver_narrows_the_input_and_the_retried_call_runs_the_approved_i
     assert used.input_fingerprint == answered.input_fingerprint != asked.input_fingerprint
 
 
-def test_an_edit_is_validated_against_the_contract_and_may_not_add_members(gateway):
+def test_an_edit_is_validated_against_the_contract_and_may_not_add_members_or_raise_numbers(gateway):
     gw = gateway()
     approval_id = gw.ask(pay(1500))
     for edited, path in (({"amount": -5, "currency": "EUR", "recipient": "acct_42"}, "/amount"),
                          ({"amount": 1200, "currency": "EUR", "recipient": "acct_42", "memo": "x"}, "/memo"),
                          ({"amount": 1200, "currency": "ZZZ", "recipient": "acct_42"}, "/currency")):
         assert_error(gw.answer(approval_id, input=edited), 422, "VALIDATION_ERROR", retryable=False, path=path)
+    raised = gw.answer(approval_id, input={"amount": 99999, "currency": "EUR", "recipient": "acct_42"})
+    error = assert_error(raised, 422, "VALIDATION_ERROR", retryable=False, path=["/amount"])
+    assert error["details"]["problems"] == [{"path": "/amount", "message": "larger than the requested value"}]
     # Nothing was stored by the refused edits: the approval is still pending.
     shown = gw.client.get(f"/v1/approvals/{approval_id}", headers=auth(*APPROVER)).get_json()
     assert shown["approval"]["state"] == "pending" and shown["approval"]["votes"] == []
