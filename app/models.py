@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 
@@ -102,6 +102,29 @@ class MatchedRule(BaseModel):
     message: str
 
 
+#: Why a shadow policy gave no decision: over its deadline (abandoned), every shadow worker
+#: busy (not started), an evaluation error, no candidate bundle active, a result that is not a
+#: decision.
+ShadowError = Literal["timeout", "overloaded", "evaluation_error", "unavailable", "invalid_result"]
+SHADOW_ERRORS: tuple[str, ...] = get_args(ShadowError)
+
+
+class ShadowOutcome(BaseModel):
+    """What a shadow policy decided for one call, beside the policy in force (DESIGN §3): a
+    ``candidate`` (TOOLGATE_SHADOW_POLICY_DIR / _BUNDLE) or the active policy's ``log_only``
+    families. Recorded, counted, never acted upon. Either ``decision`` (with ``reasons`` and
+    ``matched_rules``) or ``error`` is set; ``revision`` is the shadow policy's, when known."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source: Literal["candidate", "log_only"]
+    revision: str | None = None
+    decision: DecisionWord | None = None
+    reasons: tuple[str, ...] = ()
+    matched_rules: tuple[MatchedRule, ...] = ()
+    error: ShadowError | None = None
+
+
 class PolicyDecision(BaseModel):
     """A normalized policy result (DESIGN §3)."""
 
@@ -118,6 +141,9 @@ class PolicyDecision(BaseModel):
     engine_decision_id: str | None = None
     #: The revision of the policy snapshot that evaluated (None: ask the engine).
     policy_revision: str | None = None
+    #: What the policy's log-only families would make of the call (the decision document's
+    #: ``log_only`` member, DESIGN §3); never acted upon. None: no log-only family governs it.
+    log_only: ShadowOutcome | None = None
 
 
 class ErrorInfo(BaseModel):
