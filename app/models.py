@@ -125,6 +125,13 @@ class ShadowOutcome(BaseModel):
     error: ShadowError | None = None
 
 
+class RecordedShadow(ShadowOutcome):
+    """A decision record's ``shadow``: the outcome and whether it ``agrees`` with the active
+    policy's decision (None when the shadow gave no decision)."""
+
+    agrees: bool | None = None
+
+
 class PolicyDecision(BaseModel):
     """A normalized policy result (DESIGN §3)."""
 
@@ -374,6 +381,20 @@ class DecisionRecord(BaseModel):
     for_decision_id: str | None = Field(
         default=None,
         description="execution reports: the decide call (and its receipt) whose reservation the report settles",
+    )
+    policy_input: dict[str, Any] | None = Field(
+        default=None,
+        description="decide calls: the policy input the policy saw, without call.input (the record's input) and "
+        "with the context members not kept redacted; null when the policy was not asked",
+    )
+    policy_input_redacted: list[str] = Field(
+        default_factory=list, description="JSON Pointers into the policy input whose values the record does not keep"
+    )
+    policy_decision: DecisionWord | None = Field(
+        default=None, description="decide calls: the policy's own decision, before the approval step"
+    )
+    shadow: RecordedShadow | None = Field(
+        default=None, description="decide calls: what the shadow policy decided beside the active one (never acted upon)"
     )
     seq: int = Field(ge=1)
     prev_hash: str = Field(pattern=r"^[0-9a-f]{64}$")

@@ -1,7 +1,8 @@
 """The decide pipeline (DESIGN §2): the ordered steps of ``POST /v1/decide``.
 
     decision id -> authenticate -> parse -> validate (contract) -> idempotency -> grant check
-    -> policy -> approval (use the grant | open a pending approval) -> reserve -> receipt -> record
+    -> policy (the shadow beside it) -> approval (use the grant | open a pending approval) -> reserve
+    -> receipt -> record
 
 No Flask here: the web layer hands over the request facts (``DecideCall`` inside a
 ``Progress``) and renders the ``DecideResponse`` that comes back. Every step may end the call
@@ -12,17 +13,27 @@ errors included, before anything is returned.
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from typing import Any
 
 from app import metrics
 from app.approvals.presented import VerifiedApproval
-from app.decide import approval_outcome, policy_input, presented, reservations, validation
+from app.decide import approval_outcome, policy_input, presented, reservations, shadow, validation
 from app.decide.approval_outcome import ApprovalOutcome
 from app.decide.deps import Deps
 from app.decide.events import decide_event
 from app.decide.phases import Phases
 from app.decide.receipts import receipt_claims
-from app.decide.stages import Authenticated, Decided, Prepared, Presented, Progress, Refusal, advance
+from app.decide.stages import (
+    Authenticated,
+    Decided,
+    Evaluation,
+    Prepared,
+    Presented,
+    Progress,
+    Refusal,
+    advance,
+)
 from app.errors import ToolgateError
 from app.models import DecideResponse, PolicyDecision, ToolRef
 from app.vocabulary import AiSdkStatus
@@ -46,7 +57,8 @@ def decide(deps: Deps, progress: Progress, phases: Phases) -> DecideResponse:
     def describe(decided: Decided | None, error: ToolgateError | None) -> Any:
         stage = progress.stage if isinstance(progress.stage, Authenticated) else authenticated
         return decide_event(
-            stage, decided, error, engine=deps.engine.name, key_hash=deps.recorder.key_hash, durations_ms=phases.ms
+            stage, decided, error, engine=deps.engine.name, key_hash=deps.recorder.key_hash, durations_ms=phases.ms,
+            context_fields=deps.settings.audit_context_fields,
         )
 
     decided = deps.recorder.run(
@@ -72,7 +84,7 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
     with phases.measure("grant"):
         presented_approval = presented.check(validated, reservation, deps.approvals)
     prepared = progress.reach(advance(validated, Prepared, reservation=reservation, presented=presented_approval))
-    outcome = _decision(deps, prepared, phases)
+    outcome, evaluation = _decision(deps, prepared, phases)
     with phases.measure("reserve"):
         allowed = outcome.decision.decision == "allow"
         idempotency = deps.idempotency.settle(reservation) if reservation is not None and allowed else None
@@ -105,26 +117,32 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
     )
     metrics.note_policy_revision(response.policy_revision)
     return progress.reach(
-        advance(prepared, Decided, decision=decision, approval=outcome.approval, idempotency=idempotency, response=response)
+        advance(
+            prepared, Decided, decision=decision, approval=outcome.approval, idempotency=idempotency, response=response,
+            evaluation=evaluation,
+        )
     )
 
 
-def _decision(deps: Deps, stage: Prepared, phases: Phases) -> ApprovalOutcome:
-    """The policy's decision and its approval step; a refused presented approval is a deny
-    without asking the policy."""
+def _decision(deps: Deps, stage: Prepared, phases: Phases) -> tuple[ApprovalOutcome, Evaluation | None]:
+    """The policy's decision (with the shadow beside it) and its approval step; a refused
+    presented approval is a deny without asking the policy (no evaluation)."""
     if isinstance(stage.presented, Refusal):
         deny = PolicyDecision(decision="deny", reasons=(stage.presented.reason,))
-        return ApprovalOutcome(deny, stage.presented, None)
+        return ApprovalOutcome(deny, stage.presented, None), None
     with phases.measure("policy"):
         verified = stage.presented if isinstance(stage.presented, VerifiedApproval) else None
         document = policy_input.build(
             stage, history=policy_input.trusted_history(stage, deps.decision_reader), approval=verified
         )
+        pending = shadow.start(deps.shadow, document)
         decision = deps.engine.evaluate(document, traceparent=stage.call.traceparent)
+    with phases.measure("shadow") if pending is not None else nullcontext():
+        evaluation = Evaluation(document, decision, shadow.finish(stage, pending, decision))
     if stage.request.dry_run:
-        return ApprovalOutcome(decision, stage.presented, None)
+        return ApprovalOutcome(decision, stage.presented, None), evaluation
     with phases.measure("approval"):
-        return approval_outcome.settle(stage, decision, deps.approvals)
+        return approval_outcome.settle(stage, decision, deps.approvals), evaluation
 
 
 def ai_sdk_status(decision: PolicyDecision, presented_approval: Presented) -> AiSdkStatus:

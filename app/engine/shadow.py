@@ -1,0 +1,137 @@
+"""The candidate policy of a shadow rollout, evaluated beside the active one with a deadline.
+
+An operator names a candidate (``TOOLGATE_SHADOW_POLICY_DIR``, or ``TOOLGATE_SHADOW_POLICY_BUNDLE``:
+a tarball or a bundle URL, read by the sources of ``app.engine.sources`` and verified with the
+active policy's key). Each gateway worker runs it in its own embedded engine (whatever engine
+decides: the candidate is always evaluated in-process), on a small thread pool:
+
+- ``submit(policy_input)`` starts the evaluation on a free shadow worker and returns at once,
+  so the candidate runs while the active policy evaluates the same input;
+- ``PendingShadow.outcome()`` waits for it at most until ``deadline_ms`` after the start and
+  returns a ``ShadowOutcome``: the candidate's decision, or an error (``timeout``,
+  ``overloaded``, ``evaluation_error``, ``unavailable``, ``invalid_result``). It never raises.
+
+An evaluation over the deadline is **abandoned**: the call records ``timeout`` and goes on. The
+OPA engine of the bindings cannot be interrupted (an evaluation is one call into Go, without a
+cancellation handle), so the abandoned evaluation runs to its end on its shadow worker, and its
+result is dropped. Until then that worker is busy: with every shadow worker busy, a call does
+not queue behind them, it records ``overloaded`` immediately. So a candidate that hangs (a slow
+``http.send``, a huge comprehension) costs at most ``shadow_workers`` threads per gateway worker
+and never more than ``deadline_ms`` of any answer's latency. The call into Go releases the GIL,
+so the request threads keep running meanwhile; CPU the candidate burns is shared with them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, Protocol
+
+from app.engine.base import InvalidPolicyResult, parse_decision, shadow_of
+from app.engine.embedded import EvaluationFailed, RawResult
+from app.errors import DependencyUnavailable
+from app.models import ShadowError, ShadowOutcome
+
+log = logging.getLogger(__name__)
+
+
+def _failed(error: ShadowError, revision: str | None = None) -> ShadowOutcome:
+    return ShadowOutcome(source="candidate", revision=revision, error=error)
+
+
+class PendingShadow:
+    """One started (or refused) candidate evaluation; ``outcome()`` gives its result."""
+
+    def __init__(
+        self, future: Future[ShadowOutcome] | None, deadline: float, *, refused: ShadowOutcome | None = None,
+        revision: str | None = None,
+    ) -> None:
+        self._future = future
+        self._deadline = deadline
+        self._refused = refused
+        self._revision = revision
+
+    def outcome(self) -> ShadowOutcome:
+        """The candidate's outcome, waiting at most until the deadline (then ``timeout``)."""
+        if self._future is None:
+            assert self._refused is not None
+            return self._refused
+        try:
+            return self._future.result(timeout=max(0.0, self._deadline - time.monotonic()))
+        except FutureTimeout:
+            return _failed("timeout", self._revision)
+
+
+class CandidateEngine(Protocol):
+    """What the shadow step needs of the candidate's engine (``EmbeddedEngine`` with
+    ``shadow=True``)."""
+
+    @property
+    def active_revision(self) -> str | None: ...
+
+    def evaluate_raw(self, policy_input: dict[str, Any]) -> RawResult: ...
+
+    def close(self) -> None: ...
+
+
+class ShadowEvaluator:
+    """The candidate ``engine`` on ``workers`` threads, waited for ``deadline_ms``. Thread-safe;
+    the pool is made on first use (after a gunicorn fork)."""
+
+    def __init__(self, engine: CandidateEngine, *, deadline_ms: int, workers: int) -> None:
+        self.engine = engine
+        self._deadline_s = deadline_ms / 1000
+        self._workers = workers
+        self._free = threading.BoundedSemaphore(workers)
+        self._pool: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            with self._lock:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="toolgate-shadow")
+        return self._pool
+
+    def submit(self, policy_input: dict[str, Any]) -> PendingShadow:
+        """Start evaluating ``policy_input`` (not copied: the caller must not change it) on a
+        free shadow worker; with none free, the pending result is ``overloaded`` at once."""
+        deadline = time.monotonic() + self._deadline_s
+        revision = self.engine.active_revision
+        if not self._free.acquire(blocking=False):
+            return PendingShadow(None, deadline, refused=_failed("overloaded", revision))
+        try:
+            future = self._executor().submit(self._evaluate, policy_input)
+        except RuntimeError:  # the pool was shut down (the worker is exiting)
+            self._free.release()
+            return PendingShadow(None, deadline, refused=_failed("unavailable", revision))
+        future.add_done_callback(lambda _: self._free.release())
+        return PendingShadow(future, deadline, revision=revision)
+
+    def _evaluate(self, policy_input: dict[str, Any]) -> ShadowOutcome:
+        try:
+            raw = self.engine.evaluate_raw(policy_input)
+        except EvaluationFailed as exc:
+            log.warning("shadow policy evaluation failed: %s", exc.log_detail, extra={"event": "shadow_failed"})
+            return _failed("evaluation_error")
+        except DependencyUnavailable as exc:
+            log.warning("shadow policy unavailable: %s", exc.log_detail, extra={"event": "shadow_unavailable"})
+            return _failed("unavailable")
+        if not raw.defined:
+            log.warning("shadow decision document is undefined", extra={"event": "shadow_result_invalid"})
+            return _failed("invalid_result", raw.revision)
+        try:
+            return shadow_of(parse_decision(raw.value, raw.revision), "candidate")
+        except InvalidPolicyResult as exc:
+            log.warning("shadow result is not a decision: %s", exc, extra={"event": "shadow_result_invalid"})
+            return _failed("invalid_result", raw.revision)
+
+    def close(self) -> None:
+        """Stop the candidate's poller and let the pool's threads end (abandoned evaluations
+        finish first)."""
+        self.engine.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
