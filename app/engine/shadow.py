@@ -19,14 +19,18 @@ not queue behind them, it records ``overloaded`` immediately. So a candidate tha
 ``http.send``, a huge comprehension) costs at most ``shadow_workers`` threads per gateway worker
 and never more than ``deadline_ms`` of any answer's latency. The call into Go releases the GIL,
 so the request threads keep running meanwhile; CPU the candidate burns is shared with them.
+The shadow workers are daemon threads: a gateway worker that exits does not wait for an
+abandoned evaluation (``concurrent.futures``' pool would join it at exit).
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, Protocol
 
@@ -63,6 +67,9 @@ class PendingShadow:
             return self._future.result(timeout=max(0.0, self._deadline - time.monotonic()))
         except FutureTimeout:
             return _failed("timeout", self._revision)
+        except Exception:  # a shadow never fails its call, not even through a bug here
+            log.exception("shadow evaluation raised", extra={"event": "shadow_failed"})
+            return _failed("evaluation_error", self._revision)
 
 
 class CandidateEngine(Protocol):
@@ -77,6 +84,30 @@ class CandidateEngine(Protocol):
     def close(self) -> None: ...
 
 
+class _DaemonPool:
+    """``workers`` daemon threads running submitted calls in order, each into its ``Future``."""
+
+    def __init__(self, workers: int, name: str) -> None:
+        self._tasks: queue.SimpleQueue[tuple[Future[Any], Callable[[Any], Any], Any]] = queue.SimpleQueue()
+        for index in range(workers):
+            threading.Thread(target=self._work, name=f"{name}-{index}", daemon=True).start()
+
+    def submit(self, fn: Callable[[Any], Any], arg: Any) -> Future[Any]:
+        future: Future[Any] = Future()
+        self._tasks.put((future, fn, arg))
+        return future
+
+    def _work(self) -> None:
+        while True:
+            future, fn, arg = self._tasks.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(arg))
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiter, who turns it into an outcome
+                future.set_exception(exc)
+
+
 class ShadowEvaluator:
     """The candidate ``engine`` on ``workers`` threads, waited for ``deadline_ms``. Thread-safe;
     the pool is made on first use (after a gunicorn fork)."""
@@ -86,14 +117,14 @@ class ShadowEvaluator:
         self._deadline_s = deadline_ms / 1000
         self._workers = workers
         self._free = threading.BoundedSemaphore(workers)
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool: _DaemonPool | None = None
         self._lock = threading.Lock()
 
-    def _executor(self) -> ThreadPoolExecutor:
+    def _executor(self) -> _DaemonPool:
         if self._pool is None:
             with self._lock:
                 if self._pool is None:
-                    self._pool = ThreadPoolExecutor(max_workers=self._workers, thread_name_prefix="toolgate-shadow")
+                    self._pool = _DaemonPool(self._workers, "toolgate-shadow")
         return self._pool
 
     def submit(self, policy_input: dict[str, Any]) -> PendingShadow:
@@ -103,11 +134,7 @@ class ShadowEvaluator:
         revision = self.engine.active_revision
         if not self._free.acquire(blocking=False):
             return PendingShadow(None, deadline, refused=_failed("overloaded", revision))
-        try:
-            future = self._executor().submit(self._evaluate, policy_input)
-        except RuntimeError:  # the pool was shut down (the worker is exiting)
-            self._free.release()
-            return PendingShadow(None, deadline, refused=_failed("unavailable", revision))
+        future = self._executor().submit(self._evaluate, policy_input)
         future.add_done_callback(lambda _: self._free.release())
         return PendingShadow(future, deadline, revision=revision)
 
@@ -130,8 +157,5 @@ class ShadowEvaluator:
             return _failed("invalid_result", raw.revision)
 
     def close(self) -> None:
-        """Stop the candidate's poller and let the pool's threads end (abandoned evaluations
-        finish first)."""
+        """Stop the candidate's poller (the daemon shadow workers end with the process)."""
         self.engine.close()
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
