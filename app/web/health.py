@@ -16,8 +16,13 @@ bp = Blueprint("health", __name__)
 
 @bp.get("/healthz")
 def healthz() -> Response:
-    """Liveness: ``200 {"status": "ok"}`` while the process serves requests."""
-    return jsonify({"status": "ok", "request_id": request_id()})
+    """Liveness: ``200 {"status": "ok"}`` while the process serves requests; a development
+    gateway adds ``"development": true`` (what ``toolgate replay`` checks before it sends
+    development tokens; production says nothing about itself)."""
+    body: dict[str, object] = {"status": "ok", "request_id": request_id()}
+    if current_deps().settings.env == "development":
+        body["development"] = True
+    return jsonify(body)
 
 
 def _checks(deps: Deps) -> dict[str, Callable[[], None]]:
