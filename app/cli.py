@@ -183,10 +183,10 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--role", action="append",
                         help="role of the development tokens, repeat for several, unless a line names them"
                         " (default: no role)")
-    token = replay.add_mutually_exclusive_group()
-    token.add_argument("--token-file", help="a file whose first line is a token of the gateway's identity provider,"
+    identity = replay.add_mutually_exclusive_group()
+    identity.add_argument("--token-file", help="a file whose first line is a token of the gateway's identity provider,"
                        " sent with every call (no development tokens)")
-    token.add_argument("--token", help="the same token on the command line (other users may see it: prefer --token-file)")
+    identity.add_argument("--token", help="the same token on the command line (other users may see it: prefer --token-file)")
     replay.add_argument("--prompt-field", metavar="FIELD",
                         help="a line member sent as context.user_prompt (AgentDojo: task_text; default: none)")
     replay.add_argument("--conversation-field", metavar="FIELD",
