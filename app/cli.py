@@ -11,6 +11,7 @@
     toolgate audit query|export|verify|purge|checkpoint ...   (app.audit.commands)
     toolgate receipt verify [FILE] --keys FILE|URL           (app.receipts.commands)
     toolgate mcp [--transport http|stdio] [--bind HOST:PORT] [--upstream NAME=COMMAND|NAME=URL]   (app.mcp.commands)
+    toolgate contracts diff|check|lock ...                   (app.contracts.commands)
 
 Exit codes: 0 success, 1 a check failed (policy tests, replay errors), 2 usage or settings error.
 """
@@ -212,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.set_defaults(func=_idempotency_show)
 
     from app.audit.commands import add_audit_commands
+    from app.contracts.commands import add_contracts_commands
     from app.mcp.commands import add_mcp_command
     from app.policy.commands import add_policy_commands
     from app.proxy.commands import add_proxy_commands
@@ -222,6 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_policy_commands(sub)
     add_proxy_commands(sub)
     add_mcp_command(sub)
+    add_contracts_commands(sub)
     return parser
 
 
