@@ -79,16 +79,20 @@ class CandidateEngine(Protocol):
     @property
     def active_revision(self) -> str | None: ...
 
+    def probe(self) -> None: ...
+
     def evaluate_raw(self, policy_input: dict[str, Any]) -> RawResult: ...
 
     def close(self) -> None: ...
 
 
 class _DaemonPool:
-    """``workers`` daemon threads running submitted calls in order, each into its ``Future``."""
+    """``workers`` daemon threads running submitted calls in order, each into its ``Future``;
+    each thread first runs ``warm()`` (outside any call)."""
 
-    def __init__(self, workers: int, name: str) -> None:
+    def __init__(self, workers: int, name: str, warm: Callable[[], None]) -> None:
         self._tasks: queue.SimpleQueue[tuple[Future[Any], Callable[[Any], Any], Any]] = queue.SimpleQueue()
+        self._warm = warm
         for index in range(workers):
             threading.Thread(target=self._work, name=f"{name}-{index}", daemon=True).start()
 
@@ -98,6 +102,7 @@ class _DaemonPool:
         return future
 
     def _work(self) -> None:
+        self._warm()
         while True:
             future, fn, arg = self._tasks.get()
             if not future.set_running_or_notify_cancel():
@@ -109,23 +114,23 @@ class _DaemonPool:
 
 
 class ShadowEvaluator:
-    """The candidate ``engine`` on ``workers`` threads, waited for ``deadline_ms``. Thread-safe;
-    the pool is made on first use (after a gunicorn fork)."""
+    """The candidate ``engine`` on ``workers`` threads, waited for ``deadline_ms``. Thread-safe.
+    Each shadow worker loads the candidate into its own OPA engine as soon as it starts (built
+    in each gateway worker, after gunicorn's fork), so that the first calls do not spend their
+    deadline compiling it; after a candidate reload, a worker's next evaluation builds its
+    engine again (that one call may record a timeout)."""
 
     def __init__(self, engine: CandidateEngine, *, deadline_ms: int, workers: int) -> None:
         self.engine = engine
         self._deadline_s = deadline_ms / 1000
-        self._workers = workers
         self._free = threading.BoundedSemaphore(workers)
-        self._pool: _DaemonPool | None = None
-        self._lock = threading.Lock()
+        self._pool = _DaemonPool(workers, "toolgate-shadow", self._warm)
 
-    def _executor(self) -> _DaemonPool:
-        if self._pool is None:
-            with self._lock:
-                if self._pool is None:
-                    self._pool = _DaemonPool(self._workers, "toolgate-shadow")
-        return self._pool
+    def _warm(self) -> None:
+        try:
+            self.engine.probe()
+        except DependencyUnavailable as exc:  # no candidate yet: the calls will say "unavailable"
+            log.warning("shadow policy not loaded: %s", exc.log_detail, extra={"event": "shadow_unavailable"})
 
     def submit(self, policy_input: dict[str, Any]) -> PendingShadow:
         """Start evaluating ``policy_input`` (not copied: the caller must not change it) on a
@@ -134,7 +139,7 @@ class ShadowEvaluator:
         revision = self.engine.active_revision
         if not self._free.acquire(blocking=False):
             return PendingShadow(None, deadline, refused=_failed("overloaded", revision))
-        future = self._executor().submit(self._evaluate, policy_input)
+        future = self._pool.submit(self._evaluate, policy_input)
         future.add_done_callback(lambda _: self._free.release())
         return PendingShadow(future, deadline, revision=revision)
 

@@ -44,6 +44,9 @@ class Candidate:
         value = self.script(policy_input)
         return RawResult(value, value is not None, "sha256:candidate00000000")
 
+    def probe(self) -> None:
+        return None
+
     def close(self) -> None:
         return None
 
@@ -107,8 +110,10 @@ def test_a_slow_candidate_is_abandoned_at_its_deadline_and_the_next_call_does_no
     again, _ = run(deps, READ)  # the only shadow worker is still busy with the abandoned one
     second = time.monotonic() - started
     assert response.decision == again.decision == "allow"
-    assert 0.1 <= first < 1.0 and second < 0.1
+    assert 0.1 <= first < 2.0 and second < first
     first_record, second_record = fakes.records(deps)
+    # The time spent waiting for the shadow: the deadline, then nothing at all.
+    assert 100 <= first_record.durations_ms["shadow"] < 1000 and second_record.durations_ms["shadow"] < 5
     assert first_record.shadow["error"] == "timeout" and first_record.shadow["revision"] == "sha256:candidate00000000"
     assert second_record.shadow["error"] == "overloaded" and second_record.shadow_outcome == "error"
     candidate.gate.set()  # the abandoned evaluation ends; its result is dropped and the worker is free again
