@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import logging
 from contextlib import nullcontext
+from dataclasses import replace
 from typing import Any
 
 from app import metrics
-from app.approvals.presented import VerifiedApproval
+from app.approvals.presented import Granted
+from app.approvals.records import credential_digest
 from app.decide import approval_outcome, policy_input, presented, reservations, shadow, validation
 from app.decide.approval_outcome import ApprovalOutcome
 from app.decide.deps import Deps
@@ -34,6 +36,7 @@ from app.decide.stages import (
     Refusal,
     advance,
 )
+from app.engine.shadow import PendingShadow
 from app.errors import ToolgateError
 from app.models import DecideResponse, PolicyDecision, ToolRef
 from app.vocabulary import AiSdkStatus
@@ -82,7 +85,7 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
         with phases.measure("idempotency"):
             reservation = reservations.check(validated, deps.idempotency)
     with phases.measure("grant"):
-        presented_approval = presented.check(validated, reservation, deps.approvals)
+        validated, presented_approval = presented.check(validated, reservation, deps.approvals)
     prepared = progress.reach(advance(validated, Prepared, reservation=reservation, presented=presented_approval))
     outcome, evaluation = _decision(deps, prepared, phases)
     with phases.measure("reserve"):
@@ -100,6 +103,9 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
         optional["idempotency"] = idempotency
     if dry_run:
         optional["dry_run"] = True
+    edit = approval_outcome.edit_info(outcome.presented)
+    if edit is not None:
+        optional["approval_edit"] = edit
     policy_revision = decision.policy_revision or deps.engine.revision()
     if deps.receipts is not None and not dry_run:
         optional["receipt"] = deps.receipts.sign(receipt_claims(prepared, decision, policy_revision))
@@ -117,39 +123,57 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
     )
     metrics.note_policy_revision(response.policy_revision)
     return progress.reach(
+        # The approval that let the call through may be a standing grant found after the policy.
         advance(
-            prepared, Decided, decision=decision, approval=outcome.approval, idempotency=idempotency, response=response,
-            evaluation=evaluation,
+            replace(prepared, presented=outcome.presented), Decided, decision=decision, approval=outcome.approval,
+            idempotency=idempotency, response=response, evaluation=evaluation,
         )
     )
 
 
 def _decision(deps: Deps, stage: Prepared, phases: Phases) -> tuple[ApprovalOutcome, Evaluation | None]:
-    """The policy's decision (with the shadow beside it) and its approval step; a refused
-    presented approval is a deny without asking the policy (no evaluation)."""
+    """The policy's decision and its approval step (``approval_outcome.decide``), with the
+    shadow beside the evaluation that decided (the last one: the approval step may ask the
+    policy again with a grant, and a superseded shadow is discarded); a refused presented
+    approval is a deny without asking the policy (no evaluation)."""
     if isinstance(stage.presented, Refusal):
         deny = PolicyDecision(decision="deny", reasons=(stage.presented.reason,))
         return ApprovalOutcome(deny, stage.presented, None), None
-    with phases.measure("policy"):
-        verified = stage.presented if isinstance(stage.presented, VerifiedApproval) else None
-        document = policy_input.build(
-            stage, history=policy_input.trusted_history(stage, deps.decision_reader), approval=verified
-        )
-        pending = shadow.start(deps.shadow, document)
-        decision = deps.engine.evaluate(document, traceparent=stage.call.traceparent)
-    with phases.measure("shadow") if pending is not None else nullcontext():
-        evaluation = Evaluation(document, decision, shadow.finish(stage, pending, decision))
+    history = None
+    asked: list[tuple[dict[str, Any], PolicyDecision, PendingShadow | None]] = []
+
+    def evaluate(approval: Granted | None) -> PolicyDecision:
+        nonlocal history
+        with phases.measure("policy"):
+            if history is None:
+                history = policy_input.trusted_history(stage, deps.decision_reader)
+            document = policy_input.build(stage, history=history, approval=approval)
+            if asked:
+                shadow.discard(asked[-1][2])
+            pending = shadow.start(deps.shadow, document)
+            decision = deps.engine.evaluate(document, traceparent=stage.call.traceparent)
+        if not decision.policy_revision:
+            decision = decision.model_copy(update={"policy_revision": deps.engine.revision()})
+        asked.append((document, decision, pending))
+        return decision
+
     if stage.request.dry_run:
-        return ApprovalOutcome(decision, stage.presented, None), evaluation
-    with phases.measure("approval"):
-        return approval_outcome.settle(stage, decision, deps.approvals), evaluation
+        outcome = ApprovalOutcome(evaluate(None), stage.presented, None)
+    else:
+        with phases.measure("approval"):
+            outcome = approval_outcome.decide(
+                stage, evaluate, deps.approvals, credential_digest=credential_digest(stage.call.authorization)
+            )
+    document, decision, pending = asked[-1]
+    with phases.measure("shadow") if pending is not None else nullcontext():
+        return outcome, Evaluation(document, decision, shadow.finish(stage, pending, decision))
 
 
 def ai_sdk_status(decision: PolicyDecision, presented_approval: Presented) -> AiSdkStatus:
     """The AI SDK tool-approval status of the final decision: ``approved`` for an allow after a
     verified grant, ``not-applicable`` for any other allow, else ``denied`` / ``user-approval``."""
     if decision.decision == "allow":
-        return "approved" if isinstance(presented_approval, VerifiedApproval) else "not-applicable"
+        return "approved" if isinstance(presented_approval, Granted) else "not-applicable"
     return "denied" if decision.decision == "deny" else "user-approval"
 
 

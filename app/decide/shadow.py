@@ -3,6 +3,8 @@ as the active one, recorded and counted, never acted upon.
 
     start(evaluator, document)      before the active evaluation: the candidate starts on a
                                     shadow worker (None without a candidate)
+    discard(pending)                the active policy is asked again (with a grant): the
+                                    earlier candidate evaluation is not waited for
     finish(stage, pending, policy)  after it: the candidate's outcome (waited for until its
                                     deadline), else the active policy's log-only view
 
@@ -24,6 +26,12 @@ from app.models import PolicyDecision, ShadowOutcome
 def start(evaluator: ShadowEvaluator | None, document: dict[str, Any]) -> PendingShadow | None:
     """Start the candidate on ``document`` (the exact input the active policy gets)."""
     return evaluator.submit(document) if evaluator is not None else None
+
+
+def discard(pending: PendingShadow | None) -> None:
+    """Drop ``pending`` uncounted: its call is evaluated again and the shadow starts again."""
+    if pending is not None:
+        pending.discard()
 
 
 def finish(stage: Validated, pending: PendingShadow | None, policy: PolicyDecision) -> ShadowOutcome | None:

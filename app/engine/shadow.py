@@ -58,6 +58,12 @@ class PendingShadow:
         self._refused = refused
         self._revision = revision
 
+    def discard(self) -> None:
+        """Not wanted any more: cancelled when it has not started yet (its worker is freed at
+        once), else run to its end and its result dropped."""
+        if self._future is not None:
+            self._future.cancel()
+
     def outcome(self) -> ShadowOutcome:
         """The candidate's outcome, waiting at most until the deadline (then ``timeout``)."""
         if self._future is None:
