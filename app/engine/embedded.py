@@ -25,6 +25,7 @@ callers use ``evaluate_raw``.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import os
@@ -346,6 +347,15 @@ class EmbeddedEngine:
             self._thread_engine(self._current()).eval_query("x := true")
         except OpaError as exc:
             raise DependencyUnavailable("policy engine is unavailable", log_detail=str(exc)) from exc
+
+    def warm(self) -> None:
+        """``probe``, then one evaluation of the decision document on an empty input, its
+        result dropped: OPA prepares the query on a thread engine's first evaluation (about
+        150 ms for the shipped policies), which a call must not pay (a shadow's deadline).
+        Raises ``DependencyUnavailable`` like ``probe``."""
+        self.probe()
+        with contextlib.suppress(EvaluationFailed):  # a policy that errs on an empty input is prepared all the same
+            self.evaluate_raw({})
 
     def status(self, *, with_detail: bool = True) -> dict[str, Any]:
         """``{"engine", "source", "revision", "generation", "activated_at", "poll_interval_s",

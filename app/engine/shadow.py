@@ -85,7 +85,7 @@ class CandidateEngine(Protocol):
     @property
     def active_revision(self) -> str | None: ...
 
-    def probe(self) -> None: ...
+    def warm(self) -> None: ...
 
     def evaluate_raw(self, policy_input: dict[str, Any]) -> RawResult: ...
 
@@ -121,9 +121,9 @@ class _DaemonPool:
 
 class ShadowEvaluator:
     """The candidate ``engine`` on ``workers`` threads, waited for ``deadline_ms``. Thread-safe.
-    Each shadow worker loads the candidate into its own OPA engine as soon as it starts (built
-    in each gateway worker, after gunicorn's fork), so that the first calls do not spend their
-    deadline compiling it; after a candidate reload, a worker's next evaluation builds its
+    Each shadow worker loads the candidate into its own OPA engine and evaluates it once as soon
+    as it starts (built in each gateway worker, after gunicorn's fork), so that the first calls
+    do not spend their deadline compiling and preparing it; after a candidate reload, a worker's next evaluation builds its
     engine again (that one call may record a timeout)."""
 
     def __init__(self, engine: CandidateEngine, *, deadline_ms: int, workers: int) -> None:
@@ -134,9 +134,11 @@ class ShadowEvaluator:
 
     def _warm(self) -> None:
         try:
-            self.engine.probe()
+            self.engine.warm()
         except DependencyUnavailable as exc:  # no candidate yet: the calls will say "unavailable"
             log.warning("shadow policy not loaded: %s", exc.log_detail, extra={"event": "shadow_unavailable"})
+        except Exception:  # a worker that dies here would leave its semaphore slot unused forever
+            log.exception("shadow worker warm-up failed", extra={"event": "shadow_failed"})
 
     def submit(self, policy_input: dict[str, Any]) -> PendingShadow:
         """Start evaluating ``policy_input`` (not copied: the caller must not change it) on a

@@ -44,7 +44,7 @@ class Candidate:
         value = self.script(policy_input)
         return RawResult(value, value is not None, "sha256:candidate00000000")
 
-    def probe(self) -> None:
+    def warm(self) -> None:
         return None
 
     def close(self) -> None:
@@ -54,7 +54,8 @@ class Candidate:
 @pytest.fixture
 def candidate(deps) -> Candidate:
     scripted = Candidate()
-    object.__setattr__(deps, "shadow", ShadowEvaluator(scripted, deadline_ms=100, workers=1))
+    # A deadline no scripted evaluation misses on a loaded machine; the slow-candidate test sets its own.
+    object.__setattr__(deps, "shadow", ShadowEvaluator(scripted, deadline_ms=2000, workers=1))
     yield scripted
     if scripted.gate is not None:
         scripted.gate.set()
@@ -103,6 +104,7 @@ def test_the_candidate_never_touches_the_reservation_or_the_approval(deps, engin
 
 def test_a_slow_candidate_is_abandoned_at_its_deadline_and_the_next_call_does_not_wait(deps, candidate) -> None:
     candidate.gate = threading.Event()  # the candidate hangs until released
+    object.__setattr__(deps, "shadow", ShadowEvaluator(candidate, deadline_ms=500, workers=1))
     started = time.monotonic()
     response, _ = run(deps, READ)
     first = time.monotonic() - started
@@ -110,10 +112,10 @@ def test_a_slow_candidate_is_abandoned_at_its_deadline_and_the_next_call_does_no
     again, _ = run(deps, READ)  # the only shadow worker is still busy with the abandoned one
     second = time.monotonic() - started
     assert response.decision == again.decision == "allow"
-    assert 0.1 <= first < 2.0 and second < first
+    assert 0.5 <= first < 5.0 and second < first
     first_record, second_record = fakes.records(deps)
     # The time spent waiting for the shadow: the deadline, then nothing at all.
-    assert 100 <= first_record.durations_ms["shadow"] < 1000 and second_record.durations_ms["shadow"] < 5
+    assert 500 <= first_record.durations_ms["shadow"] < 5000 and second_record.durations_ms["shadow"] < 250
     assert first_record.shadow["error"] == "timeout" and first_record.shadow["revision"] == "sha256:candidate00000000"
     assert second_record.shadow["error"] == "overloaded" and second_record.shadow_outcome == "error"
     candidate.gate.set()  # the abandoned evaluation ends; its result is dropped and the worker is free again
@@ -211,3 +213,28 @@ def test_a_refused_approval_was_not_evaluated(deps, candidate) -> None:
 
 def test_phases_name_the_shadow_wait() -> None:
     assert "shadow" in metrics.PHASES and Phases().ms == {}
+
+
+def test_with_a_grant_the_shadow_is_that_of_the_evaluation_that_decided(deps, engine, candidate) -> None:
+    """The approval step asks the policy twice (without the grant, then with it): the record
+    keeps the second input and the candidate's answer on it; the first candidate evaluation is
+    discarded, never counted."""
+    from tests.fast.test_approval_outcome import REASON, approve, policy
+
+    engine.script = policy(REASON)
+    candidate.script = lambda document: (
+        {"decision": "allow", "reasons": ["approved"]} if document["approval"]
+        else {"decision": "user-approval", "reasons": [REASON], "approval": {"approver_roles": ["approver"]}}
+    )
+    asked, _ = run(deps, PAY, key="k-shadow")
+    _, grant = approve(deps, asked.approval.approval_id)
+    labels = {"tool": "processPayment", "active": "allow", "shadow": "allow", "agreement": "agree"}
+    before = _count("toolgate_shadow_decisions_total", labels)
+    presented = {**PAY, "approval": {"approval_id": asked.approval.approval_id, "grant": grant}}
+    allowed, _ = run(deps, presented, key="k-shadow")
+    assert allowed.decision == "allow"
+    [record] = [r for r in fakes.records(deps) if r.decision_id == allowed.decision_id]
+    assert record.policy_decision == "allow" and record.policy_input["approval"]
+    assert record.shadow["decision"] == "allow" and record.shadow["agrees"] is True
+    assert _count("toolgate_shadow_decisions_total", labels) == before + 1
+    assert [bool(i["approval"]) for i in engine.inputs] == [False, False, True]
