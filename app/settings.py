@@ -661,8 +661,10 @@ class PolicyBundleSettings(_Section):
 
 
 class RolloutSettings(_Section):
-    """Safe rollout: a candidate policy evaluated beside the active one (shadow), and what a
-    decision record keeps so that its call can be evaluated again (docs/rollout.md)."""
+    """Safe rollout: shadow policies and what a decision record keeps to evaluate its call again.
+
+    A candidate policy is evaluated beside the active one (shadow); a decide record keeps the
+    policy input so that its call can be evaluated again (docs/rollout.md)."""
 
     shadow_policy_dir: Path | None = Field(
         None,
