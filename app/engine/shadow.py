@@ -87,6 +87,8 @@ class CandidateEngine(Protocol):
 
     def warm(self) -> None: ...
 
+    def status(self, *, with_detail: bool = True) -> dict[str, Any]: ...
+
     def evaluate_raw(self, policy_input: dict[str, Any]) -> RawResult: ...
 
     def close(self) -> None: ...
@@ -129,6 +131,7 @@ class ShadowEvaluator:
     def __init__(self, engine: CandidateEngine, *, deadline_ms: int, workers: int) -> None:
         self.engine = engine
         self._deadline_s = deadline_ms / 1000
+        self._workers = workers
         self._free = threading.BoundedSemaphore(workers)
         self._pool = _DaemonPool(workers, "toolgate-shadow", self._warm)
 
@@ -168,6 +171,12 @@ class ShadowEvaluator:
         except InvalidPolicyResult as exc:
             log.warning("shadow result is not a decision: %s", exc, extra={"event": "shadow_result_invalid"})
             return _failed("invalid_result", raw.revision)
+
+    def status(self) -> dict[str, Any]:
+        """The candidate engine's status for ``/readyz`` (``EmbeddedEngine.status`` without
+        operator-only messages) with the shadow's ``deadline_ms`` and ``workers``."""
+        return {**self.engine.status(with_detail=False), "deadline_ms": round(self._deadline_s * 1000),
+                "workers": self._workers}
 
     def close(self) -> None:
         """Stop the candidate's poller (the daemon shadow workers end with the process)."""

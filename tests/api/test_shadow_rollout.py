@@ -180,3 +180,16 @@ def test_explain_evaluates_a_recorded_call_under_its_archived_revision(rollout):
     assert later.returncode == 0, later.stderr
     assert "revision " + answer["policy_revision"] in later.stdout and "the same as recorded" in later.stdout
     assert "user-approval, DIFFERS from the recorded allow" in later.stdout
+
+
+def test_readyz_reports_the_candidate_without_depending_on_it(rollout):
+    gateway, _, candidate = rollout
+    from app.policy.bundle import read_directory
+
+    ready = requests.get(f"{gateway.url}/readyz", timeout=30)
+    assert ready.status_code == 200
+    details = ready.json()["details"]
+    shadow = details["shadow_policy"]
+    assert shadow["engine"] == "embedded" and shadow["source"] == str(candidate)
+    assert shadow["revision"] == read_directory(candidate).revision != details["policy_engine"]["revision"]
+    assert (shadow["deadline_ms"], shadow["workers"]) == (2000, 2)

@@ -47,6 +47,9 @@ class Candidate:
     def warm(self) -> None:
         return None
 
+    def status(self, *, with_detail: bool = True) -> dict[str, Any]:
+        return {"engine": "scripted", "revision": self.active_revision}
+
     def close(self) -> None:
         return None
 

@@ -109,3 +109,9 @@ def test_a_throwing_then_hanging_candidate_changes_no_answer_and_costs_at_most_i
     assert _errors(gateway, "overloaded") == reads.count("overloaded")
     errors = requests.get(f"{gateway.url}/v1/decisions", params={"shadow": "error"}, headers=auditor, timeout=30).json()
     assert {r["decision_id"] for r in errors["records"]} == {d for d, _, _ in answered}
+
+
+def test_a_failing_candidate_leaves_the_gateway_ready(gateway):
+    ready = requests.get(f"{gateway.url}/readyz", timeout=30)
+    assert ready.status_code == 200 and ready.json()["status"] == "ok"
+    assert ready.json()["details"]["shadow_policy"]["revision"].startswith("sha256:")
