@@ -678,8 +678,9 @@ class RolloutSettings(_Section):
     )
     shadow_deadline_ms: int = Field(
         50, gt=0, le=10_000,
-        description="How long a decide call waits for the candidate's decision after its own (the candidate "
-        "starts with the active evaluation); later, the candidate is abandoned and recorded as a timeout.",
+        description="The candidate's time for one call, from its start (with the active evaluation): a call waits "
+        "for it at most until then after its own decision; later, the candidate is abandoned and recorded as a "
+        "timeout.",
     )
     shadow_workers: int = Field(
         2, ge=1, le=64,
