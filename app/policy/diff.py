@@ -167,5 +167,6 @@ def format_report(report: DiffReport) -> str:
             lines.append(f"{head if index == 0 else ' ' * len(head)}  {text}")
         lines.append(f"{'':<24} examples: {' '.join(group.examples)}")
     if report.loosening:
-        lines += ["", f"LOOSENING: {report.loosening} calls would be allowed that were denied or held for approval"]
+        calls = "1 call" if report.loosening == 1 else f"{report.loosening} calls"
+        lines += ["", f"LOOSENING: {calls} denied or held for approval would be allowed"]
     return "\n".join(lines)

@@ -159,6 +159,8 @@ def test_a_candidate_that_flips_one_rule(rollout):
     loose_report = json.loads(loose.stdout)
     assert loose_report["loosening"] == 1
     assert [(g["from"], g["to"], g["calls"]) for g in loose_report["flips"]] == [("user-approval", "allow", 1)]
+    loose_text = _toolgate(workdir, "policy", "diff", "--candidate", str(loosening))
+    assert loose_text.returncode == 1 and "LOOSENING: 1 call denied or held for approval would be allowed" in loose_text.stdout
 
 
 def test_explain_evaluates_a_recorded_call_under_its_archived_revision(rollout):
