@@ -25,6 +25,7 @@ import pytest
 import requests
 
 from app.auth.dev_tokens import mint_dev_token
+from app.policy.toolchain import opa_binary
 from app.settings import Settings
 from tests.conftest import POLICY_DIR, PROJECT_ROOT
 from tests.support.calls import decide_body
@@ -174,8 +175,8 @@ def test_explain_evaluates_a_recorded_call_under_its_archived_revision(rollout):
     assert found["recorded"]["revision"] == answer["policy_revision"]
     assert found["at_revision"]["revision"] == answer["policy_revision"] and found["at_revision"]["same_as_recorded"]
     assert found["today"]["same_as_recorded"] is True
-    if shutil.which("opa") or (PROJECT_ROOT / ".tools" / "bin" / "opa").is_file():
-        assert "Enter data.toolgate.decision" in found["trace"]
+    assert opa_binary() is not None, "scripts/install.sh builds opa into .tools/bin"
+    assert "Enter data.toolgate.decision" in found["trace"]
     # Today's policy is the candidate: the same call would now need approval.
     later = _toolgate(workdir, "policy", "explain", answer["decision_id"], "--trace", "off",
                       TOOLGATE_POLICY_DIR=str(candidate))
@@ -195,3 +196,16 @@ def test_readyz_reports_the_candidate_without_depending_on_it(rollout):
     assert shadow["engine"] == "embedded" and shadow["source"] == str(candidate)
     assert shadow["revision"] == read_directory(candidate).revision != details["policy_engine"]["revision"]
     assert (shadow["deadline_ms"], shadow["workers"]) == (2000, 2)
+
+
+def test_explain_says_what_it_cannot_explain(rollout):
+    gateway, workdir, _ = rollout
+    body = decide_body("readFile", {"path": ""}, dry_run=True)  # fails its contract: never evaluated
+    refused = requests.post(f"{gateway.url}/v1/decide", json=body, headers=_token("admin"), timeout=30)
+    assert refused.status_code == 422  # VALIDATION_ERROR
+    unexplained = _toolgate(workdir, "policy", "explain", refused.headers["X-Decision-Id"])
+    assert unexplained.returncode == 1 and "is not a decided decide call" in unexplained.stderr
+    unknown = _toolgate(workdir, "policy", "explain", "01M8S2GK6QPAHV5XDHQMAZE3DE")
+    assert unknown.returncode == 2 and "no decision 01M8S2GK6QPAHV5XDHQMAZE3DE" in unknown.stderr
+    malformed = _toolgate(workdir, "policy", "explain", "not-an-id")
+    assert malformed.returncode == 2 and "is not a decision id" in malformed.stderr
