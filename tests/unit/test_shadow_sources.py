@@ -183,3 +183,21 @@ def test_policy_archive_keeps_a_bundle_once(tmp_path, candidate_dir) -> None:
     assert first.returncode == again.returncode == 0, first.stderr
     assert first.stdout.startswith(f"archived: revision {revision} ")
     assert again.stdout.startswith(f"already archived: revision {revision} ")
+
+
+def test_policy_diff_reads_a_candidate_tarball_or_url_and_refuses_a_missing_one(tmp_path, candidate_dir, bundle_url) -> None:
+    from app.audit.stores import open_from_settings
+
+    dsn = tmp_path / "decisions.sqlite"
+    open_from_settings(Settings(audit_dsn=str(dsn))).close()
+    env = {**os.environ, "TOOLGATE_AUDIT_DSN": str(dsn), "TOOLGATE_LOG_LEVEL": "ERROR"}
+    tarball = tmp_path / "candidate.tar.gz"
+    tarball.write_bytes(build_tarball(with_manifest(read_directory(candidate_dir))))
+    revision = with_manifest(read_directory(candidate_dir)).revision
+    for candidate in (str(tarball), bundle_url):
+        done = _toolgate("policy", "diff", "--candidate", candidate, env=env)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith(f"candidate {revision} ({candidate})")
+        assert "0 decide records" in done.stdout
+    missing = _toolgate("policy", "diff", "--candidate", str(tmp_path / "missing.tar.gz"), env=env)
+    assert missing.returncode == 2 and "the candidate does not load" in missing.stderr
