@@ -76,8 +76,8 @@ def recorded_policy_input(
     ``input_redacted``, the contract's sensitive paths) and the members of ``context`` not in
     ``context_fields`` (the caller's untrusted text: prompts, anything it chose to send), which
     are replaced by ``[REDACTED]``. ``subject``, ``tool``, ``call.id``, the trusted
-    ``history``, the verified ``approval`` and ``request`` (its id and time) are kept as the
-    policy saw them. (None, ()) when the document has no RFC 8785 form."""
+    ``history`` and ``session`` (built by the gateway from its own records), the verified
+    ``approval`` and ``request`` (its id and time) are kept as the policy saw them. (None, ()) when the document has no RFC 8785 form."""
     document = evaluation.document
     context = document.get("context") or {}
     kept_context: dict[str, Any] = {}

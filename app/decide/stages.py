@@ -31,6 +31,7 @@ from app.models import (
     ShadowOutcome,
     Subject,
 )
+from app.session.store import Share
 from app.vocabulary import qualified_tool
 
 S = TypeVar("S", bound="Received")
@@ -100,6 +101,8 @@ class ToolFacts:
     risk: str
     annotations: ToolAnnotations | None = None
     namespace: str = ""
+    #: The contract's ``output_labels``: what a result of this tool brings into the session.
+    output_labels: tuple[str, ...] = ()
 
     @property
     def qualified(self) -> str:
@@ -115,6 +118,7 @@ class ToolFacts:
             "registered": self.registered,
             "mutating": self.mutating,
             "risk": self.risk,
+            "output_labels": list(self.output_labels),
         }
         if self.annotations is not None:
             facts["annotations"] = self.annotations.as_input()
@@ -192,13 +196,16 @@ class Evaluation:
 
 @dataclass(frozen=True)
 class Decided(Prepared):
-    """The final decision and the response that carries it; ``evaluation`` None when the
-    policy was not asked (a refused presented approval)."""
+    """The final decision and the response that carries it; ``noted``: the call's event is in
+    the session (not for a dry run), holding ``shares`` of its limits; ``evaluation`` None when
+    the policy was not asked (a refused presented approval)."""
 
     decision: PolicyDecision
     approval: ApprovalInfo | None
     idempotency: IdempotencyInfo | None
     response: DecideResponse
+    noted: bool = False
+    shares: tuple[Share, ...] = ()
     evaluation: Evaluation | None = None
 
 
