@@ -19,7 +19,7 @@ import pytest
 from app.engine import build_shadow
 from app.engine.embedded import EmbeddedEngine
 from app.engine.sources import DirectorySource
-from app.policy.bundle import build_tarball, read_directory, with_manifest
+from app.policy.bundle import PolicyBundle, build_tarball, read_directory, with_manifest
 from app.policy.bundle_server import BundleCache, make_server
 from app.settings import Settings
 from tests.conftest import POLICY_DIR, PROJECT_ROOT
@@ -75,7 +75,7 @@ def test_a_candidate_bundle_is_evaluated_as_the_shadow(where, candidate_dir, bun
         source = str(tarball)
     else:
         source = bundle_url
-    kept = []
+    kept: list[PolicyBundle] = []
     shadow = build_shadow(_settings(shadow_policy_bundle=source), on_activate=kept.append)
     assert shadow is not None
     try:
