@@ -7,6 +7,8 @@
                           [--verification-key-id ID] [--scope SCOPE]
     toolgate policy push [DIR] [--url URL]
     toolgate policy serve-bundle [DIR] [--bind HOST:PORT] [--name NAME] [--signing-key KEY ...]
+    toolgate policy check [DIR] [--contracts DIR] [--strict] [--json]
+    toolgate policy eval --input FILE|- [--dir DIR | --bundle FILE] [--explain [MODE]] [--json]
 
 Exit codes: 0 success, 1 a check failed (tests, coverage, compile, verification, a refused
 push), 2 usage or settings error.
@@ -15,10 +17,12 @@ push), 2 usage or settings error.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from app.policy.evaluate import EXPLAIN_MODES
 from app.policy.signing import DEFAULT_KEY_ID, SIGNING_ALGORITHMS
 
 
@@ -188,6 +192,63 @@ def _serve_bundle(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check(args: argparse.Namespace) -> int:
+    """The families against the contracts (``app.policy.check``): exit 1 on an error (or, with
+    ``--strict``, a warning), 2 without the opa binary."""
+    from app.contracts.contract import ContractLoadError
+    from app.policy.bundle import PolicyLoadError
+    from app.policy.check import check_policies
+    from app.policy.rego_ast import RegoParseError
+    from app.policy.toolchain import opa_binary
+    from app.settings import load_settings
+
+    opa = opa_binary()
+    if opa is None:
+        print("toolgate policy check: the field checks parse Rego with the opa binary, and there is none "
+              "(scripts/install.sh builds .tools/bin/opa)", file=sys.stderr)
+        return 2
+    contracts = Path(args.contracts) if args.contracts else load_settings().contracts_dir
+    try:
+        report = check_policies(_policy_dir(args), contracts, opa=opa)
+    except (PolicyLoadError, ContractLoadError, RegoParseError) as exc:
+        print(f"toolgate policy check: {exc}", file=sys.stderr)
+        return 1
+    print(report.to_json(strict=args.strict) if args.json else report.format_text())
+    return 0 if report.ok(strict=args.strict) else 1
+
+
+def _eval(args: argparse.Namespace) -> int:
+    """Evaluate one policy input offline (``app.policy.evaluate``): exit 0 with the decision
+    printed, 1 when the policies do not load or raise, 2 for an unusable input."""
+    from app.policy.bundle import PolicyLoadError
+    from app.policy.evaluate import EvaluationError, PolicyInputError, evaluate, parse_input, read_policies
+    from app.policy.toolchain import opa_binary
+    from app.settings import load_settings
+
+    try:
+        text = sys.stdin.read() if args.input == "-" else Path(args.input).read_text(encoding="utf-8")
+        policy_input, notes = parse_input(text)
+    except OSError as exc:
+        print(f"toolgate policy eval: cannot read {args.input}: {exc.strerror}", file=sys.stderr)
+        return 2
+    except (PolicyInputError, UnicodeDecodeError) as exc:
+        print(f"toolgate policy eval: {exc}", file=sys.stderr)
+        return 2
+    for note in notes:
+        print(f"toolgate policy eval: note: {note}", file=sys.stderr)
+    settings = load_settings()
+    try:
+        bundle = read_policies(Path(args.dir) if args.dir else settings.policy_dir,
+                               Path(args.bundle) if args.bundle else None)
+        result = evaluate(bundle, policy_input, decision_path=settings.decision_path, explain=args.explain,
+                          opa=opa_binary() if args.explain else None)
+    except (PolicyLoadError, EvaluationError, RuntimeError) as exc:
+        print(f"toolgate policy eval: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(result.to_dict(), indent=2) if args.json else result.format_text())
+    return 0
+
+
 def _signing_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--signing-key", help="sign with this private key (PEM text or file; HS256: the secret)")
     parser.add_argument("--signing-alg", default="RS256", choices=SIGNING_ALGORITHMS)
@@ -236,3 +297,21 @@ def add_policy_commands(sub: Any) -> None:
     serve.add_argument("--name", default="toolgate", help="bundle name in the URL (default toolgate)")
     _signing_options(serve)
     serve.set_defaults(func=_serve_bundle)
+
+    check = policy_sub.add_parser("check", help="check the families against the tool contracts")
+    check.add_argument("dir", nargs="?", help="policy directory (default TOOLGATE_POLICY_DIR)")
+    check.add_argument("--contracts", metavar="DIR", help="contracts directory (default TOOLGATE_CONTRACTS_DIR)")
+    check.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
+    check.add_argument("--json", action="store_true", help="print the findings as JSON")
+    check.set_defaults(func=_check)
+
+    peval = policy_sub.add_parser("eval", help="evaluate one policy input offline: decision, reasons, matched rules")
+    peval.add_argument("--input", required=True, metavar="FILE", help="the policy input document (DESIGN §3); - for stdin")
+    where = peval.add_mutually_exclusive_group()
+    where.add_argument("--dir", help="policy directory (default TOOLGATE_POLICY_DIR)")
+    where.add_argument("--bundle", metavar="FILE", help="a bundle tarball instead of a directory")
+    peval.add_argument("--explain", nargs="?", const="fails", choices=EXPLAIN_MODES, metavar="MODE",
+                       help="also print a trace: notes, fails (the default), full or debug (opa eval --explain when "
+                            "the opa binary is there, else the embedded engine's trace)")
+    peval.add_argument("--json", action="store_true", help="print the evaluation as JSON")
+    peval.set_defaults(func=_eval)
