@@ -102,6 +102,40 @@ def test_broken_test_is_reported_as_failed(policy_copy: Path):
     assert text.splitlines()[-1] == f"policy tests: {report.passed} passed, 1 failed"
 
 
+def test_a_failure_says_which_expression_failed_with_its_values(tmp_path: Path):
+    _write(tmp_path, "p/x_test.rego", (
+        "package p_test\n\n"
+        "test_sum if {\n\tx := 1 + 1\n\ty := {\"a\": [x]}\n\tx == 3\n}\n"
+    ))
+    report = run_policy_tests(tmp_path)
+    (failed,) = report.results
+    assert failed.details == ('p/x_test.rego:6: failed: x == 3    with x = 2, y = {"a": [2]}',)
+    assert report.format_text().splitlines()[:2] == [
+        "FAIL p_test.test_sum (p/x_test.rego:3): result is undefined",
+        '    p/x_test.rego:6: failed: x == 3    with x = 2, y = {"a": [2]}',
+    ]
+
+
+def test_a_fixtures_failure_shows_the_decision_and_its_matched_rules(policy_copy: Path, capfd):
+    target = policy_copy / "tools" / "tickets" / "tickets_test.rego"
+    target.write_text(target.read_text() + (
+        "\ntest_ticket_denied if {\n"
+        '\tfixtures.expect(fixtures.call(fixtures.agent, "createTicket", {"title": "t", "description": "d"}), '
+        '{"decision": "deny"})\n}\n'
+    ))
+    report = run_policy_tests(policy_copy)
+    (failed,) = [r for r in report.results if r.outcome != "pass"]
+    assert failed.details[:2] == (
+        'toolgate/fixtures/fixtures_test.rego:102: decision: {"decision": "allow", "matched_rules": [{"effect": '
+        '"allow", "id": "tickets.valid_ticket", "message": "a ticket that matches its contract"}], "reasons": '
+        '["allowed by policy"]}',
+        'toolgate/fixtures/fixtures_test.rego:103: expected: {"decision": "deny"}',
+    )
+    assert failed.details[2].startswith("tools/tickets/tickets_test.rego:")
+    assert ": failed: fixtures.expect(fixtures.call(fixtures.agent" in failed.details[2]
+    assert "expected:" not in capfd.readouterr().err  # the prints are shown once, with the failure
+
+
 def test_non_true_value_fails_and_eval_error_is_an_error(tmp_path: Path):
     _write(
         tmp_path,
