@@ -16,7 +16,9 @@ RUN pip install --ignore-requires-python "opa-golib-python-bindings==0.4.4" \
  && mkdir -p /srv/toolgate/var && chown toolgate /srv/toolgate/var
 
 USER toolgate
-EXPOSE 8080
+# gunicorn listens on loopback only: the proxy (nginx, deploy/nginx.conf) in the same network
+# namespace answers on 8080 (docker-compose.yml, deploy/kubernetes.yaml).
+EXPOSE 8081
 HEALTHCHECK --interval=10s --timeout=2s --retries=3 \
-  CMD python -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=2).status == 200 else 1)"
-CMD ["toolgate", "serve", "--bind", "0.0.0.0:8080"]
+  CMD python -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:8081/healthz', timeout=2).status == 200 else 1)"
+CMD ["toolgate", "serve", "--bind", "127.0.0.1:8081"]

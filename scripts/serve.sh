@@ -139,7 +139,7 @@ YAML
 fi
 
 proxy_listen="${TOOLGATE_PROXY_LISTEN:-127.0.0.1:8080}"
-mkdir -p "$state/nginx/nginx-tmp"
+mkdir -p "$state/nginx"
 .venv/bin/toolgate proxy config --state-dir "$state/nginx" > "$state/nginx/nginx.conf" 2>/dev/null
 "$(command -v nginx || echo /usr/sbin/nginx)" -c "$state/nginx/nginx.conf" -p "$state/nginx" -e "$state/nginx/nginx-error.log" >> "$state/log/proxy.log" 2>&1 &
 echo $! > "$run/proxy.pid"

@@ -12,7 +12,8 @@ from app.settings import load_settings
 
 
 def _config(args: argparse.Namespace) -> int:
-    paths = ProxyPaths(Path(args.state_dir).resolve())
+    state = Path(args.state_dir)
+    paths = ProxyPaths(state if state.is_absolute() else state.resolve(), log_to_stderr=args.log_to_stderr)
     sys.stdout.write(render(load_settings(), paths))
     return 0
 
@@ -23,4 +24,5 @@ def add_proxy_commands(sub: argparse._SubParsersAction) -> None:
     proxy_sub = proxy.add_subparsers(dest="proxy_command", required=True)
     config = proxy_sub.add_parser("config", help="print the nginx configuration for the current settings")
     config.add_argument("--state-dir", default="var/nginx", help="writable directory for its pid file, log and temporary files")
+    config.add_argument("--log-to-stderr", action="store_true", help="the error log to stderr (in a container)")
     config.set_defaults(func=_config)

@@ -34,21 +34,23 @@ _ERRORS = {
 
 @dataclass(frozen=True)
 class ProxyPaths:
-    """Where nginx keeps its pid file, error log and temporary files (a writable directory)."""
+    """Where nginx keeps its pid file, error log and temporary files (a writable directory);
+    ``log_to_stderr``: the error log goes to stderr (in a container)."""
 
     state_dir: Path
+    log_to_stderr: bool = False
 
     @property
     def pid(self) -> Path:
         return self.state_dir / "nginx.pid"
 
     @property
-    def error_log(self) -> Path:
-        return self.state_dir / "nginx-error.log"
+    def error_log(self) -> Path | str:
+        return "stderr" if self.log_to_stderr else self.state_dir / "nginx-error.log"
 
-    @property
-    def temp(self) -> Path:
-        return self.state_dir / "nginx-tmp"
+    def temp(self, kind: str) -> Path:
+        """The directory of one kind of temporary file (nginx creates it in ``state_dir``)."""
+        return self.state_dir / f"nginx-{kind}"
 
 
 def _upstream(bind: str) -> str:
@@ -105,11 +107,11 @@ http {{
     large_client_header_buffers 4 16k;
     client_max_body_size {body};
     client_body_buffer_size {body};
-    client_body_temp_path {temp}/body;
-    proxy_temp_path {temp}/proxy;
-    fastcgi_temp_path {temp}/fastcgi;
-    uwsgi_temp_path {temp}/uwsgi;
-    scgi_temp_path {temp}/scgi;
+    client_body_temp_path {temp("body")};
+    proxy_temp_path {temp("proxy")};
+    fastcgi_temp_path {temp("fastcgi")};
+    uwsgi_temp_path {temp("uwsgi")};
+    scgi_temp_path {temp("scgi")};
     proxy_request_buffering on;
     proxy_buffering on;
     proxy_max_temp_file_size 0;

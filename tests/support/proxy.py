@@ -33,7 +33,7 @@ class ProxyProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> ProxyProcess:
-        self.paths.temp.mkdir(parents=True, exist_ok=True)
+        self.paths.state_dir.mkdir(parents=True, exist_ok=True)
         conf = self.paths.state_dir / "nginx.conf"
         conf.write_text(render(self.settings, self.paths))
         self.proc = subprocess.Popen(

@@ -15,9 +15,9 @@ def _compose() -> dict:
     return yaml.safe_load((PROJECT_ROOT / "docker-compose.yml").read_text())
 
 
-def test_compose_has_gateway_opa_bundles_and_redis():
+def test_compose_has_gateway_proxy_opa_bundles_and_redis():
     services = _compose()["services"]
-    assert set(services) == {"gateway", "opa", "redis", "bundles"}
+    assert set(services) == {"gateway", "proxy", "opa", "redis", "bundles"}
     for name in ("gateway", "opa", "redis"):
         assert services[name]["healthcheck"]["test"], name
     assert services["bundles"]["volumes"] == ["./var/bundles:/usr/share/nginx/html/bundles:ro"]
@@ -72,13 +72,64 @@ def test_kubernetes_manifest_runs_opa_as_sidecar():
     docs = list(yaml.safe_load_all((PROJECT_ROOT / "deploy" / "kubernetes.yaml").read_text()))
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     containers = {c["name"]: c for c in deployment["spec"]["template"]["spec"]["containers"]}
-    assert set(containers) == {"gateway", "opa"}
+    assert set(containers) == {"gateway", "opa", "proxy"}
     env = {e["name"]: e.get("value") for e in containers["gateway"]["env"]}
     assert env["TOOLGATE_ENGINE"] == "opa" and env["TOOLGATE_OPA_URL"] == "http://127.0.0.1:8181"
     assert containers["opa"]["args"][:2] == ["run", "--server"]
     assert containers["opa"]["readinessProbe"]["httpGet"]["path"] == "/health?bundles"
     assert containers["opa"]["image"] == _compose()["services"]["opa"]["image"]
-    assert containers["gateway"]["readinessProbe"]["httpGet"]["path"] == "/readyz"
+
+
+#: The settings deploy/nginx.conf is rendered for: the pod's (or compose's shared network
+#: namespace's) public port in front of gunicorn on loopback, state in the container's /tmp.
+DEPLOYED_PROXY = {"proxy_listen": "0.0.0.0:8080", "bind": "127.0.0.1:8081"}
+
+
+def test_the_deployed_proxy_config_is_the_rendered_one():
+    """deploy/nginx.conf is what `toolgate proxy config --state-dir /tmp --log-to-stderr`
+    prints for the deployment's settings (regenerate it with TOOLGATE_PROXY_LISTEN=0.0.0.0:8080
+    TOOLGATE_BIND=127.0.0.1:8081 and that command)."""
+    from pathlib import Path
+
+    from app.proxy.config import ProxyPaths, render
+    from app.settings import Settings
+
+    expected = render(Settings(**DEPLOYED_PROXY), ProxyPaths(Path("/tmp"), log_to_stderr=True))
+    assert (PROJECT_ROOT / "deploy" / "nginx.conf").read_text() == expected
+
+
+def test_the_deployed_proxy_config_is_valid_nginx(tmp_path):
+    """``nginx -t`` on deploy/nginx.conf with its /tmp paths moved under a test folder."""
+    import shutil
+    import subprocess
+
+    from tests.support.servers import free_port
+
+    text = (PROJECT_ROOT / "deploy" / "nginx.conf").read_text().replace("/tmp/", f"{tmp_path}/")
+    text = text.replace("listen 0.0.0.0:8080", f"listen 127.0.0.1:{free_port()}")
+    conf = tmp_path / "nginx.conf"
+    conf.write_text(text)
+    nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+    result = subprocess.run([nginx, "-t", "-c", str(conf), "-p", str(tmp_path), "-e", "stderr"],
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 0, result.stderr
+
+
+def test_only_the_proxy_is_exposed():
+    services = _compose()["services"]
+    assert services["gateway"]["command"] == ["toolgate", "serve", "--bind", "127.0.0.1:8081"]
+    proxy = services["proxy"]
+    assert proxy["network_mode"] == "service:gateway"
+    assert "./deploy/nginx.conf:/etc/toolgate/nginx.conf:ro" in proxy["volumes"]
+    docs = list(yaml.safe_load_all((PROJECT_ROOT / "deploy" / "kubernetes.yaml").read_text()))
+    pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    containers = {c["name"]: c for c in pod["containers"]}
+    assert containers["gateway"]["args"] == ["toolgate", "serve", "--bind", "127.0.0.1:8081"]
+    assert "ports" not in containers["gateway"]
+    assert containers["proxy"]["ports"] == [{"name": "http", "containerPort": 8080}]
+    assert containers["proxy"]["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "http"}
+    service = next(d for d in docs if d["kind"] == "Service")
+    assert service["spec"]["ports"][0]["targetPort"] == "http"
 
 
 def test_the_real_opa_runs_the_deploy_config(tmp_path):
