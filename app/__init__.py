@@ -105,6 +105,7 @@ def create_app(settings: Settings | None = None, deps: Deps | None = None) -> Fl
 
     from app import metrics, web
     from app.about import version
+    from app.approvals.sweeper import ApprovalSweeper
     from app.logs import configure_logging
     from app.settings import load_settings
     from app.tracing import build_tracer
@@ -117,8 +118,12 @@ def create_app(settings: Settings | None = None, deps: Deps | None = None) -> Fl
     app.url_map.merge_slashes = False
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.json.compact = True  # type: ignore[attr-defined]
-    app.extensions["toolgate"] = deps or build_deps(settings)
+    built = deps or build_deps(settings)
+    app.extensions["toolgate"] = built
     app.extensions["toolgate_tracer"] = build_tracer(settings)
     metrics.BUILD_INFO.labels(version()).set(1)
     web.register(app)
+    # Started by the server's worker (app/wsgi.py), not here: an app built in a test or a
+    # command does not sweep behind its back.
+    app.extensions["toolgate_sweeper"] = ApprovalSweeper(built.approvals, settings.approval_sweep_interval_s)
     return app

@@ -84,6 +84,15 @@ APPROVALS_CREATED = Counter("toolgate_approvals_created_total", "Pending approva
 APPROVALS_ANSWERED = Counter(
     "toolgate_approvals_answered_total", "Approvals answered by an approver, by answer: approved, rejected.", ["answer"]
 )
+APPROVALS_EXPIRED = Counter("toolgate_approvals_expired_total", "Pending approvals that expired unanswered.")
+APPROVALS_ESCALATED = Counter("toolgate_approvals_escalated_total", "Pending approvals escalated to their escalation roles.")
+SCOPED_GRANT_USES = Counter("toolgate_scoped_grant_uses_total", "Calls let through by a standing scoped grant.")
+WEBHOOK_DELIVERIES = Counter(
+    "toolgate_webhook_deliveries_total", "Webhook delivery attempts by outcome: ok, retry, dead.", ["outcome"]
+)
+WEBHOOK_DEAD_LETTERS = Counter(
+    "toolgate_webhook_dead_letters_total", "Webhook events given up on (attempts exhausted, refused, or queue full)."
+)
 GRANTS_REJECTED = Counter("toolgate_grants_rejected_total", "Approval grants refused, by reason.", ["reason"])
 JWKS_FETCHES = Counter("toolgate_jwks_fetches_total", "JWKS fetches by outcome: ok, error.", ["outcome"])
 DECISION_LOG_FAILURES = Counter(

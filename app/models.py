@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, model_validator
 
 from app.vocabulary import (
     CALL_ID_PATTERN,
@@ -17,6 +17,7 @@ from app.vocabulary import (
     AiSdkStatus,
     DecisionWord,
     EventType,
+    GrantScope,
 )
 
 
@@ -102,8 +103,19 @@ class MatchedRule(BaseModel):
     message: str
 
 
+class EscalationRule(BaseModel):
+    """``approval.escalation`` of a policy decision: unanswered after ``after_s`` seconds, the
+    holders of ``roles`` are notified and may answer too."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    after_s: int
+    roles: tuple[str, ...]
+
+
 class PolicyDecision(BaseModel):
-    """A normalized policy result (DESIGN §3)."""
+    """A normalized policy result (DESIGN §3). The ``approval_*`` members come from the
+    decision's ``approval`` object (``app.engine.base``); None: the gateway's default."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -113,6 +125,11 @@ class PolicyDecision(BaseModel):
     approval_reason: str | None = None
     approver_roles: tuple[str, ...] | None = None
     approval_ttl_s: int | None = None
+    approval_quorum: int | None = None
+    approval_self_approval: bool = False
+    approval_escalation: EscalationRule | None = None
+    approval_grant_scopes: tuple[str, ...] | None = None
+    approval_max_grant_ttl_s: int | None = None
     #: True when the engine's answer was unusable and this deny was made by normalization.
     normalized_from_invalid: bool = False
     engine_decision_id: str | None = None
@@ -200,14 +217,101 @@ class ApprovalInfo(BaseModel):
     expires_at: str
 
 
+class _OneConstraint(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EqConstraint(_OneConstraint):
+    """The input value equals ``eq`` (JSON equality)."""
+
+    eq: Any
+
+
+class MaxConstraint(_OneConstraint):
+    """The input value is a number of at most ``max``."""
+
+    max: float
+
+
+class MinConstraint(_OneConstraint):
+    """The input value is a number of at least ``min``."""
+
+    min: float
+
+
+class OneOfConstraint(_OneConstraint):
+    """The input value is one of ``one_of``."""
+
+    one_of: list[Any] = Field(min_length=1, max_length=50)
+
+
+#: One constraint of a scoped grant on the input value at a JSON Pointer.
+Constraint = EqConstraint | MaxConstraint | MinConstraint | OneOfConstraint
+_Pointer = Annotated[str, StringConstraints(pattern=r"^/", max_length=256)]
+
+
+class GrantScopeBody(BaseModel):
+    """How far an approval reaches: ``once`` (default: ``ttl_s`` and ``constraints`` do not
+    apply), or this tool within ``constraints`` (JSON Pointer -> constraint) for ``ttl_s``
+    seconds (default: the longest the policy allows), in the requester's conversation
+    (``conversation``) or in any of her calls (``duration``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: GrantScope = "once"
+    ttl_s: int | None = Field(default=None, ge=60, le=30 * 86_400)
+    constraints: dict[_Pointer, Constraint] = Field(
+        default_factory=dict, max_length=20, json_schema_extra={"additionalProperties": False}
+    )
+
+
 class ApprovalAnswerBody(BaseModel):
     """Body of ``POST /v1/approvals/<id>``: the answer, and a reason shown to the requester
-    (for a denial, it becomes the deny reason of the next decide call)."""
+    (for a denial, it becomes the deny reason of the next decide call). ``input`` (approvals
+    only; a denial ignores it): the input as the approver narrowed it, validated against the
+    tool's contract; sensitive members keep their ``[REDACTED]`` placeholder. ``scope``
+    (approvals only): how far the grant reaches (the policy's ``grant_scopes`` say what may be
+    chosen)."""
 
     model_config = ConfigDict(extra="forbid")
 
     approved: StrictBool
     reason: str = Field(default="", max_length=500)
+    input: dict[str, Any] | None = None
+    scope: GrantScopeBody | None = None
+
+
+class InputChange(BaseModel):
+    """One member the approver changed: JSON Pointer, the requested and the approved value
+    (sensitive members are never editable, so never shown here)."""
+
+    path: str
+    requested: Any = None
+    approved: Any = None
+    #: ``replace``, ``add`` or ``remove``.
+    op: Literal["replace", "add", "remove"]
+
+
+class ApprovalEditInfo(BaseModel):
+    """In a decide response: the approver narrowed the input; ``changes`` says how. The
+    response's ``input`` is the approved one, which is what the tool service executes."""
+
+    approval_id: str
+    approved_by: list[str]
+    changes: list[InputChange]
+
+
+class VoteView(BaseModel):
+    """One approver's vote towards a quorum."""
+
+    approver: str
+    approved: bool
+    reason: str
+    at: str
+    credential: str
+    #: What this approval proposes (every approval of one quorum approves the same).
+    changes: list[InputChange] = Field(default_factory=list)
+    scope: GrantScope | None = None
 
 
 class ApprovalAnswerView(BaseModel):
@@ -219,6 +323,10 @@ class ApprovalAnswerView(BaseModel):
     answered_at: str
     decision_id: str
     grant_expires_at: str | None = None
+    approvers: list[str] = Field(default_factory=list)
+    changes: list[InputChange] = Field(default_factory=list)
+    scope: GrantScope = "once"
+    scoped_grant_id: str | None = None
 
 
 class ApprovalView(BaseModel):
@@ -230,10 +338,21 @@ class ApprovalView(BaseModel):
     tool: ToolRef
     tool_call_id: str | None
     requester: str
+    conversation_id: str | None = None
     input: dict[str, Any]
     input_fingerprint: str
     request_reason: str
+    reasons: list[str] = Field(default_factory=list)
+    matched_rules: list[MatchedRule] = Field(default_factory=list)
+    policy_revision: str | None = None
     approver_roles: list[str]
+    quorum: int = 1
+    votes: list[VoteView] = Field(default_factory=list)
+    allow_self_approval: bool = False
+    grant_scopes: list[GrantScope] = Field(default_factory=lambda: list[GrantScope](["once"]))
+    escalation_roles: list[str] = Field(default_factory=list)
+    escalate_at: str | None = None
+    escalated: bool = False
     decision_id: str
     created_at: str
     expires_at: str
@@ -251,9 +370,44 @@ class ApprovalResponse(BaseModel):
 
 
 class ApprovalListResponse(BaseModel):
-    """``GET /v1/approvals?state=pending``: the approvals the caller may answer."""
+    """``GET /v1/approvals?state=pending``: the approvals the caller may answer, oldest first;
+    ``next_cursor`` (None on the last page) asks for the next page."""
 
     approvals: list[ApprovalView]
+    next_cursor: str | None = None
+    request_id: str
+
+
+class ScopedGrantView(BaseModel):
+    """A standing (scoped) grant: this requester may use this tool within ``constraints``
+    (in ``conversation_id`` when set) until ``expires_at``, unless revoked."""
+
+    grant_id: str
+    approval_id: str
+    scope: GrantScope
+    requester: str
+    tool: ToolRef
+    conversation_id: str | None
+    constraints: dict[str, Any]
+    reasons: list[str]
+    approvers: list[str]
+    created_at: str
+    expires_at: str
+    uses: int
+    revoked: bool
+
+
+class ScopedGrantListResponse(BaseModel):
+    """``GET /v1/grants``: the tenant's standing grants, soonest expiry first."""
+
+    grants: list[ScopedGrantView]
+    request_id: str
+
+
+class ScopedGrantResponse(BaseModel):
+    """``DELETE /v1/grants/<grant_id>``: the revoked grant."""
+
+    grant: ScopedGrantView
     request_id: str
 
 
@@ -271,6 +425,7 @@ class DecideResponse(BaseModel):
         default_factory=list, description="The rules that matched, by effect then id (empty when the policy names none)."
     )
     approval: ApprovalInfo | None = None
+    approval_edit: ApprovalEditInfo | None = None
     idempotency: IdempotencyInfo | None = None
     dry_run: bool | None = None
     ai_sdk_status: AiSdkStatus | None = None

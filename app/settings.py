@@ -396,13 +396,26 @@ class ApprovalSettings(DeploymentSettings):
     approval_default_approver_roles: CsvList = Field(
         ["approver"], description="Who may answer an approval, unless the policy names `approver_roles`."
     )
-    approval_self_approve_roles: CsvList = Field(
-        ["account_holder"],
-        description="Roles whose holders may answer their own approvals (four-eyes is waived for them only; "
-        "`account_holder`: the banking tools ask the account holder to confirm her own calls).",
+    approval_max_pending_per_subject: int = Field(
+        50, ge=0, le=100_000, description="Pending approvals one requester may hold at once (429 beyond); 0: no cap."
+    )
+    approval_step_up_audience: str = Field(
+        "toolgate-step-up",
+        min_length=1,
+        description="The `aud` of a step-up token: the separate credential with which a requester confirms her own "
+        "call when the policy's approval allows self-approval (never her ordinary token).",
+    )
+    approval_step_up_max_age_s: int = Field(
+        300, ge=10, le=3600, description="A step-up token's `iat` must be at most this old."
+    )
+    approval_max_wait_s: int = Field(
+        30, ge=0, le=120, description="The longest `GET /v1/approvals/<id>?wait=` holds a request open."
+    )
+    approval_sweep_interval_s: float = Field(
+        5.0, ge=0, le=3600, description="How often each worker expires and escalates due approvals; 0: never (tests)."
     )
 
-    @field_validator("approval_default_approver_roles", "approval_self_approve_roles", mode="before")
+    @field_validator("approval_default_approver_roles", mode="before")
     @classmethod
     def _approval_roles_csv(cls, value: object) -> object:
         return _split_csv(value)
@@ -414,6 +427,55 @@ class ApprovalSettings(DeploymentSettings):
         if self.approval_keys is not None:
             return parse_approval_keys(self.approval_keys.get_secret_value())
         return [DEV_APPROVAL_KEY] if self.env == "development" else []
+
+
+class WebhookSettings(_Section):
+    """Signed webhooks on approval events (requested, answered, escalated, expired)."""
+
+    webhook_url: str | None = Field(
+        None, pattern=r"^https?://[^\s]+$", description="Where approval events are POSTed; unset: no webhooks."
+    )
+    webhook_keys: SecretStr | None = Field(
+        None,
+        description="`kid:secret,...` HMAC-SHA256 signing keys of the webhooks (secrets of at least 32 bytes; the first "
+        "signs; the kid is in the signature header, so receivers rotate by kid). Required with `TOOLGATE_WEBHOOK_URL`.",
+    )
+    webhook_format: Literal["toolgate", "slack"] = Field(
+        "toolgate", description="`toolgate` (the event as JSON) or `slack` (a Slack incoming-webhook message)."
+    )
+    webhook_timeout_ms: int = Field(2000, gt=0, le=60_000, description="Timeout of one delivery attempt.")
+    webhook_max_attempts: int = Field(5, ge=1, le=20, description="Attempts per event before it is dead-lettered.")
+    webhook_backoff_base_ms: int = Field(500, ge=1, le=60_000, description="First retry delay; doubled per attempt.")
+    webhook_backoff_cap_ms: int = Field(60_000, ge=1, le=3_600_000, description="Longest retry delay.")
+    webhook_queue_size: int = Field(1000, ge=1, le=100_000, description="Events waiting per worker (beyond: dead-lettered).")
+
+    @property
+    def webhook_signing_keys(self) -> list[tuple[str, bytes]]:
+        """``[(kid, secret)]``, the signing key first (empty when unset)."""
+        return parse_approval_keys(self.webhook_keys.get_secret_value()) if self.webhook_keys else []
+
+
+class ConsoleSettings(_Section):
+    """The web console at `/console` (approver inbox, auditor views)."""
+
+    console_enabled: bool = Field(True, description="Serve the console at `/console`.")
+    console_oidc_issuer: str | None = Field(
+        None, pattern=r"^https?://[^\s]+$", description="OpenID Connect issuer of the console sign-in (its discovery document)."
+    )
+    console_oidc_client_id: str | None = Field(None, description="The console's OpenID Connect client id.")
+    console_oidc_client_secret: SecretStr | None = Field(None, description="The console's OpenID Connect client secret.")
+    console_oidc_scopes: str = Field("openid profile", description="Scopes asked for at sign-in.")
+    console_public_url: str | None = Field(
+        None, pattern=r"^https?://[^\s]+$", description="The console's external base URL (the redirect URI is built from it)."
+    )
+    console_session_ttl_s: int = Field(3600, ge=60, le=86_400, description="A console session lasts at most this long.")
+    console_secure_cookies: bool = Field(
+        True, description="Session cookies carry `Secure` (only `false` for plain-HTTP development on loopback)."
+    )
+    console_dev_sign_in: bool = Field(
+        False,
+        description="Development sign-in: pick a subject, tenant and roles without an identity provider (refused in production).",
+    )
 
 
 class ServerSettings(_Section):
@@ -611,6 +673,8 @@ SECTIONS: tuple[type[BaseModel], ...] = (
     RedisSettings,
     IdempotencySettings,
     ApprovalSettings,
+    WebhookSettings,
+    ConsoleSettings,
     AuditSettings,
     CheckpointSettings,
     ReceiptSettings,
@@ -622,6 +686,8 @@ SECTIONS: tuple[type[BaseModel], ...] = (
 class Settings(
     JwtSettings,
     ApprovalSettings,
+    WebhookSettings,
+    ConsoleSettings,
     EngineSettings,
     OpaSidecarSettings,
     PolicyBundleSettings,
@@ -660,6 +726,8 @@ class Settings(
             problems.append("metrics_token must be at least 16 bytes")
         if self.jwt_jwks_url and self.jwt_public_key:
             problems.append("set only one of jwt_jwks_url and jwt_public_key")
+        problems.extend(self._console_and_webhook_problems())
+        problems.extend(self._console_and_webhook_problems())
         if self.approval_keys is not None:
             try:
                 approval_keys = parse_approval_keys(self.approval_keys.get_secret_value())
@@ -671,6 +739,27 @@ class Settings(
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+
+    def _console_and_webhook_problems(self) -> list[str]:
+        problems: list[str] = []
+        if self.webhook_url and not self.webhook_keys:
+            problems.append("TOOLGATE_WEBHOOK_URL needs TOOLGATE_WEBHOOK_KEYS")
+        if self.webhook_keys is not None:
+            try:
+                parse_approval_keys(self.webhook_keys.get_secret_value())
+            except ValueError as exc:
+                problems.append(str(exc).replace("approval key", "webhook key"))
+        oidc = (self.console_oidc_issuer, self.console_oidc_client_id, self.console_public_url)
+        if any(oidc) and not all(oidc):
+            problems.append("the console's OpenID Connect sign-in needs TOOLGATE_CONSOLE_OIDC_ISSUER, _CLIENT_ID and "
+                            "TOOLGATE_CONSOLE_PUBLIC_URL")
+        if self.env == "production":
+            if self.console_dev_sign_in:
+                problems.append("the console's development sign-in is refused when TOOLGATE_ENV=production")
+            if not self.console_secure_cookies:
+                problems.append("console session cookies must be Secure when TOOLGATE_ENV=production")
+        return problems
 
 
 def unknown_variables(environ: Mapping[str, str]) -> list[str]:
@@ -707,6 +796,12 @@ def load_settings(**overrides: object) -> Settings:
             "development mode: accepting HS256 tokens signed with the built-in development secret; "
             "never use this in production",
             extra={"event": "insecure_dev_secret"},
+        )
+    if "TOOLGATE_APPROVAL_SELF_APPROVE_ROLES" in os.environ:
+        log.warning(
+            "TOOLGATE_APPROVAL_SELF_APPROVE_ROLES was removed and is ignored: whether a requester may confirm her own "
+            "call is the policy's decision (approval.allow_self_approval, with a step-up token)",
+            extra={"event": "removed_setting"},
         )
     if settings.approval_keys is None:
         log.warning(

@@ -20,7 +20,8 @@ AI_SDK_STATUSES: tuple[str, ...] = get_args(AiSdkStatus)
 #: nothing reserved or created), an approver's answer, an execution report, an operator's
 #: resolution of an idempotency record.
 EventType = Literal[
-    "decide", "decide_dry_run", "approval_answer", "execution_complete", "execution_fail", "idempotency_resolve"
+    "decide", "decide_dry_run", "approval_answer", "execution_complete", "execution_fail", "idempotency_resolve",
+    "grant_revoke",
 ]
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)
 
@@ -51,3 +52,11 @@ DECISION_ID_PATTERN = r"^[0-9A-HJKMNP-TV-Z]{26}$"
 IDEMPOTENCY_KEY_PATTERN = r"^[\x20-\x2b\x2d-\x7e]{1,255}$"
 #: A reservation token handed out with a reserved idempotency key.
 RESERVATION_TOKEN_PATTERN = r"^[A-Za-z0-9_-]{16,64}$"
+
+#: How far an approval reaches (DESIGN §5): ``once`` (the one call, the default),
+#: ``conversation`` (this tool, within constraints, in the requester's conversation, for a
+#: while), ``duration`` (this tool, within constraints, for a while).
+GrantScope = Literal["once", "conversation", "duration"]
+GRANT_SCOPES: tuple[str, ...] = get_args(GrantScope)
+#: A scoped grant id: ``sg_`` and 32 base64url characters.
+SCOPED_GRANT_ID_PATTERN = r"^sg_[A-Za-z0-9_-]{32}$"

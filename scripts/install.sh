@@ -26,6 +26,16 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 # redis-server from Debian starts a system service; toolgate starts its own where it needs one.
 
+# --- Browser tests (tests/browser): Debian's Chromium, driven by the Python playwright package
+# (in the test extra below). Playwright's own browser download does not work here, so the tests
+# launch /usr/bin/chromium as the executable; fonts-dejavu-core gives the screenshots a font.
+if ! command -v chromium >/dev/null || [ ! -d /usr/share/fonts/truetype/dejavu ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq chromium fonts-dejavu-core >/dev/null
+fi
+# --- end of the browser block
+
 bash scripts/install-opa.sh
 
 stamp=".venv/.toolgate-installed"

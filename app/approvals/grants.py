@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from app.bodies import release_validation_error
 from app.errors import DependencyUnavailable
 from app.fingerprint import canonical_json
+from app.settings import DEV_APPROVAL_KEY
 
 PREFIX = "tgg1"
 GRANT_TYPE: Literal["toolgate.approval-grant"] = "toolgate.approval-grant"
@@ -79,6 +80,15 @@ class GrantClaims(BaseModel):
     approved: Literal[True] = True
     approver: str = Field(min_length=1)
     approver_roles: tuple[str, ...]
+    #: Every approver of a quorum, in the order they approved; ``quorum`` how many were needed.
+    approvers: tuple[str, ...] = ()
+    quorum: int = Field(1, ge=1)
+    #: The policy's approval reasons and revision when approval was asked: a changed policy
+    #: asks again when its reasons are no longer among these.
+    reasons: tuple[str, ...] = ()
+    policy_revision: str | None = None
+    #: The fingerprint of the input as the approver narrowed it (None: approved as requested).
+    approved_input_fingerprint: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
     decision_id: str = Field(min_length=1, max_length=64)
     issued_at_ms: int = Field(ge=0)
     expires_at_ms: int = Field(ge=0)
@@ -114,12 +124,18 @@ def _mac_key(secret: bytes) -> bytes:
 
 
 class GrantSigner:
-    """Signs and verifies grants with a key ring ``[(kid, secret)]``; the first key signs."""
+    """Signs and verifies grants with a key ring ``[(kid, secret)]``; the first key signs.
 
-    def __init__(self, keys: list[tuple[str, bytes]]) -> None:
+    ``production=True`` refuses the development approval key (by its secret, whatever its
+    kid), so a grant signed with it can never verify on a production gateway.
+    """
+
+    def __init__(self, keys: list[tuple[str, bytes]], *, production: bool = False) -> None:
         for kid, secret in keys:
             if not _KID.match(kid) or len(secret) < 32:
                 raise ValueError("approval keys need a kid of [A-Za-z0-9_-]{1,64} and a secret of >= 32 bytes")
+            if production and hmac.compare_digest(secret, DEV_APPROVAL_KEY[1]):
+                raise ValueError("the development approval key is refused in production")
         self._keys = {kid: _mac_key(secret) for kid, secret in keys}
         self._signing_kid = keys[0][0] if keys else None
 
@@ -131,16 +147,22 @@ class GrantSigner:
     def _mac(self, kid: str, signing_input: str) -> str:
         return _b64(hmac.new(self._keys[kid], signing_input.encode("ascii"), hashlib.sha256).digest())
 
-    def sign(self, claims: GrantClaims) -> str:
-        """The grant text for ``claims`` under the first key (deterministic for equal claims).
-
-        Raises ``DependencyUnavailable`` (503) when no approval key is configured.
-        """
+    def require_signing_key(self) -> str:
+        """The signing kid; raises ``DependencyUnavailable`` (503) when no key is configured."""
         if self._signing_kid is None:
             raise DependencyUnavailable(
                 "approvals cannot be granted: no signing key is configured",
                 log_detail="TOOLGATE_APPROVAL_KEYS is unset",
             )
+        return self._signing_kid
+
+    def sign(self, claims: GrantClaims) -> str:
+        """The grant text for ``claims`` under the first key (deterministic for equal claims).
+
+        Raises ``DependencyUnavailable`` (503) when no approval key is configured.
+        """
+        self.require_signing_key()
+        assert self._signing_kid is not None
         payload = _b64(canonical_json(claims.model_dump(mode="json")))
         signing_input = f"{PREFIX}.{self._signing_kid}.{payload}"
         return f"{signing_input}.{self._mac(self._signing_kid, signing_input)}"

@@ -16,12 +16,15 @@ from typing import Any
 
 from app.approvals.grants import GrantClaims
 from app.fingerprint import canonical_json
+from app.models import InputChange
 
 #: Stable reasons of a refused presented approval (the decide response's ``reasons``).
 GRANT_INVALID = "approval grant invalid"
 GRANT_EXPIRED = "approval grant expired"
 GRANT_USED = "approval grant already used"
 GRANT_MISSING = "approval grant missing"
+#: The deny reason of a retried call whose approval expired unanswered.
+APPROVAL_EXPIRED = "approval expired unanswered"
 #: The deny reason when a call needs approval but its input has no canonical form to bind.
 UNBINDABLE_INPUT = "this input cannot be bound to an approval"
 #: The reason of a denied approval whose approver gave none.
@@ -41,19 +44,59 @@ class ApprovalRejected(Exception):
 
 
 @dataclass(frozen=True)
-class VerifiedApproval:
-    """A grant that passed every check except the final one-time use (``consume``).
-    ``attempt`` is the hashed idempotency key of the call that presented it (or None)."""
+class Granted:
+    """An approval that lets this call through once the policy agrees: a verified one-time grant
+    (``VerifiedApproval``) or a standing scoped grant (``StandingApproval``)."""
 
-    claims: GrantClaims
-    attempt: str | None = None
+    approval_id: str
+    approver: str
 
     def policy_input(self) -> dict[str, Any]:
         """``input.approval`` of the policy input (DESIGN §3)."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class VerifiedApproval(Granted):
+    """A grant that passed every check except the final one-time use (``consume``).
+    ``attempt`` is the hashed idempotency key of the call that presented it (or None).
+    ``approved_input`` is the input as the approver narrowed it (None: as requested), and
+    ``changes`` what changed against the requested input."""
+
+    claims: GrantClaims
+    attempt: str | None = None
+    approved_input: dict[str, Any] | None = None
+    changes: tuple[InputChange, ...] = ()
+
+    @classmethod
+    def of(cls, claims: GrantClaims, **more: Any) -> VerifiedApproval:
+        return cls(approval_id=claims.approval_id, approver=claims.approver, claims=claims, **more)
+
+    def policy_input(self) -> dict[str, Any]:
         return {
             "approval_id": self.claims.approval_id,
             "approved": True,
             "approver": {"id": self.claims.approver, "roles": list(self.claims.approver_roles)},
+            "approvers": list(self.claims.approvers or (self.claims.approver,)),
+        }
+
+
+@dataclass(frozen=True)
+class StandingApproval(Granted):
+    """A scoped grant that covers this call (same requester and tool, within its constraints,
+    its conversation and its time), already counted as used."""
+
+    grant_id: str
+    approver_roles: tuple[str, ...]
+    approvers: tuple[str, ...]
+
+    def policy_input(self) -> dict[str, Any]:
+        return {
+            "approval_id": self.approval_id,
+            "approved": True,
+            "approver": {"id": self.approver, "roles": list(self.approver_roles)},
+            "approvers": list(self.approvers),
+            "grant_id": self.grant_id,
         }
 
 

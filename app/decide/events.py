@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from app.approvals.presented import VerifiedApproval
-from app.approvals.records import Approval
+from app.approvals.presented import Granted
+from app.approvals.records import Approval, StoredScopedGrant
 from app.audit.records import AuditEvent, is_storable
 from app.contracts.redaction import redact
 from app.decide.stages import Authenticated, Decided, Parsed, Prepared, Refusal, Validated, conversation_id
@@ -72,8 +72,8 @@ def decide_event(
     recorded_input, redacted_paths = _recorded_input(stage)
     if decided and decided.approval:
         approval_id: str | None = decided.approval.approval_id
-    elif isinstance(presented, VerifiedApproval):
-        approval_id = presented.claims.approval_id
+    elif isinstance(presented, Granted):
+        approval_id = presented.approval_id
     else:
         approval_id = presented.approval_id if isinstance(presented, Refusal) else None
     return AuditEvent(
@@ -100,7 +100,7 @@ def decide_event(
         idempotency_key_hash=key_hash(key) if key else None,
         replayed=bool(response and response.idempotency and response.idempotency.state == "replayed"),
         approval_id=approval_id,
-        approver_id=presented.claims.approver if isinstance(presented, VerifiedApproval) else None,
+        approver_id=presented.approver if isinstance(presented, Granted) else None,
         error_code=_error_code(error, decided is not None),
         durations_ms=dict(durations_ms),
     )
@@ -115,9 +115,21 @@ def answer_event(
     answered: Approval | None,
     error: ToolgateError | None,
 ) -> AuditEvent:
-    """The ``approval_answer`` record of an approver's answer, refused answers included."""
+    """The ``approval_answer`` record of an approver's answer, refused answers included. An
+    approval that narrowed the input records the approved input (redacted) and its fingerprint
+    (the ``decide`` record that asked keeps the requested ones); one short of its quorum says
+    how many approvals it has."""
     facts = answered.request if answered else None
     ok = answered is not None
+    reasons = [answer.reason] if answer.reason else []
+    vote = next((v for v in answered.votes if v.approver == subject.id), None) if answered else None
+    recorded_input, fingerprint = None, facts.input_fingerprint if facts else None
+    if facts is not None and vote is not None and vote.edit is not None:
+        recorded_input = redact(vote.edit.input, facts.sensitive_paths)[0]
+        fingerprint = vote.edit.fingerprint
+        reasons.append("input narrowed: " + ", ".join(f"{c.op} {c.path}" for c in vote.edit.changes)[:_MAX_REASON_CHARS])
+    if answered is not None and answered.state == "pending" and answer.approved:
+        reasons.append(f"approval {len(answered.approvers)} of {answered.request.quorum}")
     return AuditEvent(
         decision_id=decision_id,
         event="approval_answer",
@@ -130,11 +142,32 @@ def answer_event(
         version=facts.version if facts else None,
         decision=("allow" if answer.approved else "deny") if ok else None,
         ai_sdk_status=("approved" if answer.approved else "denied") if ok else None,
-        reasons=(answer.reason,) if answer.reason else (),
-        input_fingerprint=facts.input_fingerprint if facts else None,
+        reasons=tuple(reasons),
+        input_fingerprint=fingerprint,
+        input=recorded_input,
         approval_id=approval_id[:128],
         approver_id=subject.id,
         error_code=_error_code(error, ok),
+    )
+
+
+def revoke_event(
+    request: RequestFacts, subject: Subject, grant_id: str, revoked: StoredScopedGrant | None, error: ToolgateError | None
+) -> AuditEvent:
+    """The ``grant_revoke`` record of the revocation of a standing scoped grant."""
+    grant = revoked.grant if revoked else None
+    return AuditEvent(
+        event="grant_revoke",
+        request_id=request.request_id,
+        trace_id=request.trace_id,
+        tenant=subject.tenant,
+        subject_id=subject.id,
+        roles=subject.roles,
+        tool=grant.tool if grant else None,
+        version=grant.version if grant else None,
+        reasons=(f"scoped grant {grant_id[:64]} revoked",) if grant else (),
+        approval_id=grant.approval_id if grant else None,
+        error_code=_error_code(error, revoked is not None),
     )
 
 

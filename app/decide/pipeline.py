@@ -12,10 +12,12 @@ errors included, before anything is returned.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 from app import metrics
-from app.approvals.presented import VerifiedApproval
+from app.approvals.presented import Granted
+from app.approvals.records import credential_digest
 from app.decide import approval_outcome, policy_input, presented, reservations, validation
 from app.decide.approval_outcome import ApprovalOutcome
 from app.decide.deps import Deps
@@ -70,7 +72,7 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
         with phases.measure("idempotency"):
             reservation = reservations.check(validated, deps.idempotency)
     with phases.measure("grant"):
-        presented_approval = presented.check(validated, reservation, deps.approvals)
+        validated, presented_approval = presented.check(validated, reservation, deps.approvals)
     prepared = progress.reach(advance(validated, Prepared, reservation=reservation, presented=presented_approval))
     outcome = _decision(deps, prepared, phases)
     with phases.measure("reserve"):
@@ -88,6 +90,9 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
         optional["idempotency"] = idempotency
     if dry_run:
         optional["dry_run"] = True
+    edit = approval_outcome.edit_info(outcome.presented)
+    if edit is not None:
+        optional["approval_edit"] = edit
     policy_revision = decision.policy_revision or deps.engine.revision()
     if deps.receipts is not None and not dry_run:
         optional["receipt"] = deps.receipts.sign(receipt_claims(prepared, decision, policy_revision))
@@ -105,33 +110,41 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
     )
     metrics.note_policy_revision(response.policy_revision)
     return progress.reach(
-        advance(prepared, Decided, decision=decision, approval=outcome.approval, idempotency=idempotency, response=response)
+        # The approval that let the call through may be a standing grant found after the policy.
+        advance(replace(prepared, presented=outcome.presented), Decided, decision=decision, approval=outcome.approval, idempotency=idempotency, response=response)
     )
 
 
 def _decision(deps: Deps, stage: Prepared, phases: Phases) -> ApprovalOutcome:
-    """The policy's decision and its approval step; a refused presented approval is a deny
-    without asking the policy."""
+    """The policy's decision and its approval step (``approval_outcome.decide``); a refused
+    presented approval is a deny without asking the policy."""
     if isinstance(stage.presented, Refusal):
         deny = PolicyDecision(decision="deny", reasons=(stage.presented.reason,))
         return ApprovalOutcome(deny, stage.presented, None)
-    with phases.measure("policy"):
-        verified = stage.presented if isinstance(stage.presented, VerifiedApproval) else None
-        document = policy_input.build(
-            stage, history=policy_input.trusted_history(stage, deps.decision_reader), approval=verified
-        )
-        decision = deps.engine.evaluate(document, traceparent=stage.call.traceparent)
+    history = None
+
+    def evaluate(approval: Granted | None) -> PolicyDecision:
+        nonlocal history
+        with phases.measure("policy"):
+            if history is None:
+                history = policy_input.trusted_history(stage, deps.decision_reader)
+            document = policy_input.build(stage, history=history, approval=approval)
+            decision = deps.engine.evaluate(document, traceparent=stage.call.traceparent)
+        return decision if decision.policy_revision else decision.model_copy(update={"policy_revision": deps.engine.revision()})
+
     if stage.request.dry_run:
-        return ApprovalOutcome(decision, stage.presented, None)
+        return ApprovalOutcome(evaluate(None), stage.presented, None)
     with phases.measure("approval"):
-        return approval_outcome.settle(stage, decision, deps.approvals)
+        return approval_outcome.decide(
+            stage, evaluate, deps.approvals, credential_digest=credential_digest(stage.call.authorization)
+        )
 
 
 def ai_sdk_status(decision: PolicyDecision, presented_approval: Presented) -> AiSdkStatus:
     """The AI SDK tool-approval status of the final decision: ``approved`` for an allow after a
     verified grant, ``not-applicable`` for any other allow, else ``denied`` / ``user-approval``."""
     if decision.decision == "allow":
-        return "approved" if isinstance(presented_approval, VerifiedApproval) else "not-applicable"
+        return "approved" if isinstance(presented_approval, Granted) else "not-applicable"
     return "denied" if decision.decision == "deny" else "user-approval"
 
 

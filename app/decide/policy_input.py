@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.approvals.presented import VerifiedApproval
+from app.approvals.presented import Granted
 from app.audit.interfaces import DecisionLogReader
 from app.decide.stages import Validated, conversation_id
 from app.timefmt import now_rfc3339_ms
@@ -25,7 +25,7 @@ def trusted_history(stage: Validated, reader: DecisionLogReader) -> dict[str, An
     return reader.subject_history(subject.tenant, subject.id, conversation_id=conversation).as_input()
 
 
-def build(stage: Validated, *, history: dict[str, Any], approval: VerifiedApproval | None) -> dict[str, Any]:
+def build(stage: Validated, *, history: dict[str, Any], approval: Granted | None) -> dict[str, Any]:
     """The input document for ``stage``'s call."""
     subject = stage.subject
     return {

@@ -5,12 +5,15 @@ is denied with its stable reason; the policy is not asked), or None (nothing pre
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 from app import metrics
-from app.approvals.presented import GRANT_INVALID, ApprovalRejected
+from app.approvals.presented import GRANT_INVALID, ApprovalRejected, VerifiedApproval
 from app.approvals.records import CallFacts
 from app.approvals.service import ApprovalService
 from app.decide.stages import Presented, Refusal, Validated
+from app.errors import ValidationFailed
+from app.fingerprint import fingerprint
 from app.idempotency.store import PendingCall
 
 log = logging.getLogger(__name__)
@@ -47,19 +50,41 @@ def refusal(stage: Validated, approval_id: str, rejected: ApprovalRejected) -> R
     return Refusal(approval_id=approval_id, reason=rejected.reason, kind=rejected.kind)
 
 
-def check(stage: Validated, reservation: PendingCall | None, approvals: ApprovalService) -> Presented:
-    """Verify the approval presented on this call, if any (see the module docstring).
+def check(stage: Validated, reservation: PendingCall | None, approvals: ApprovalService) -> tuple[Validated, Presented]:
+    """Verify the approval presented on this call, if any (see the module docstring); returns
+    the stage to go on with and the outcome.
 
     A grant already used by this call's idempotency key passes again, so a retry of that
-    attempt gets the idempotency answer (409 in flight, or the replay) instead of a deny.
-    Raises ``DependencyUnavailable`` (503) when Redis fails: fail closed.
+    attempt gets the idempotency answer (409 in flight, or the replay) instead of a deny. A
+    grant whose approver narrowed the input, presented with the requested input, replaces the
+    input with the approved one (validated by the contract when approved, and checked here
+    against the fingerprint the grant binds): the policy, the response and the record see the
+    approved input. Raises ``DependencyUnavailable`` (503) when Redis fails: fail closed.
     """
     presented = stage.request.approval
     if presented is None:
-        return None
+        return stage, None
     try:
         facts = call_facts(stage, refusal=GRANT_INVALID)
         attempt = reservation.scope.key if reservation else None
-        return approvals.verify_presented(presented, facts, idempotency_key=attempt)
+        verified = approvals.verify_presented(presented, facts, idempotency_key=attempt)
+        if verified.approved_input is None:
+            return stage, verified
+        return _approved(stage, verified), verified
     except ApprovalRejected as rejected:
-        return refusal(stage, presented.approval_id, rejected)
+        return stage, refusal(stage, presented.approval_id, rejected)
+
+
+def _approved(stage: Validated, verified: VerifiedApproval) -> Validated:
+    """``stage`` with the approver's input in place of the requested one. Raises
+    ``ApprovalRejected`` when it does not have the fingerprint the grant binds."""
+    approved = verified.approved_input
+    assert approved is not None
+    subject, tool = stage.subject, stage.tool
+    try:
+        fp = fingerprint(subject.tenant, subject.id, tool.qualified, tool.version, approved)
+    except ValidationFailed:
+        fp = None
+    if fp is None or fp != verified.claims.approved_input_fingerprint:
+        raise ApprovalRejected(GRANT_INVALID, "invalid", "the stored approved input does not match the grant")
+    return replace(stage, normalized_input=approved, fingerprint=fp)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import Any, TypeVar
 
-from app.approvals.presented import VerifiedApproval
+from app.approvals.presented import Granted
 from app.audit.records import new_decision_id
 from app.contracts.contract import ToolContract
 from app.contracts.redaction import redact
@@ -122,7 +122,7 @@ class Refusal:
     kind: str
 
 
-Presented = VerifiedApproval | Refusal | None
+Presented = Granted | Refusal | None
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ from typing import Any, Protocol, cast
 from pydantic import ValidationError
 
 from app.bodies import release_validation_error
-from app.models import DecisionWord, MatchedRule, PolicyDecision
+from app.models import DecisionWord, EscalationRule, MatchedRule, PolicyDecision
+from app.vocabulary import GRANT_SCOPES
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +24,11 @@ NO_POLICY_DECISION = "no policy decision"
 _WORDS = ("allow", "deny", "user-approval")
 _MAX_REASONS = 32
 _MAX_REASON_CHARS = 500
+_MAX_TTL_S = 7 * 86_400
+_MAX_QUORUM = 10
+_APPROVAL_MEMBERS = frozenset(
+    {"reason", "approver_roles", "ttl_s", "quorum", "allow_self_approval", "escalation", "grant_scopes", "max_grant_ttl_s"}
+)
 _MAX_MATCHED_RULES = 64
 
 
@@ -106,11 +112,58 @@ def _parse(result: Any, policy_revision: str | None) -> PolicyDecision:
         if "approver_roles" in approval:
             fields["approver_roles"] = _string_list(approval["approver_roles"], "approval.approver_roles")
         if "ttl_s" in approval:
-            ttl = approval["ttl_s"]
-            if isinstance(ttl, bool) or not isinstance(ttl, int) or not 0 < ttl <= 7 * 86_400:
-                raise InvalidPolicyResult("approval.ttl_s is not a positive integer of at most 7 days")
-            fields["approval_ttl_s"] = ttl
+            fields["approval_ttl_s"] = _whole(approval["ttl_s"], "approval.ttl_s", 1, _MAX_TTL_S)
+        fields.update(_approval_rules(approval))
     return PolicyDecision(decision=cast(DecisionWord, word), reasons=reasons, policy_revision=policy_revision, **fields)
+
+
+def _whole(value: Any, what: str, low: int, high: int) -> int:
+    """An integer (never a bool or a float) from ``low`` to ``high``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidPolicyResult(f"{what} is not an integer from {low} to {high}")
+    return value
+
+
+def _approval_rules(approval: dict[str, Any]) -> dict[str, Any]:
+    """The rules of an approval beyond reason, roles and TTL (DESIGN §5), strictly checked:
+
+    - ``quorum``: 1-10 distinct approvers must approve (default 1);
+    - ``allow_self_approval``: ``true`` lets the requester confirm her own call, with a
+      step-up credential only (default ``false``);
+    - ``escalation``: ``{"after_s": 1..7 days, "roles": [string, ...]}``: unanswered after
+      ``after_s``, the escalation roles are notified and may answer too;
+    - ``grant_scopes``: the grant scopes an approver may choose, a subset of ``once``,
+      ``conversation``, ``duration`` (default ``["once"]``);
+    - ``max_grant_ttl_s``: the longest a scoped grant may stand (default: the approval's TTL).
+    """
+    unknown = sorted(set(approval) - _APPROVAL_MEMBERS)
+    if unknown:
+        raise InvalidPolicyResult(f"approval has unknown members {unknown[:5]}")
+    rules: dict[str, Any] = {}
+    if "quorum" in approval:
+        rules["approval_quorum"] = _whole(approval["quorum"], "approval.quorum", 1, _MAX_QUORUM)
+    if "allow_self_approval" in approval:
+        if not isinstance(approval["allow_self_approval"], bool):
+            raise InvalidPolicyResult("approval.allow_self_approval is not a boolean")
+        rules["approval_self_approval"] = approval["allow_self_approval"]
+    if "escalation" in approval:
+        escalation = approval["escalation"]
+        if not isinstance(escalation, dict) or set(escalation) != {"after_s", "roles"}:
+            raise InvalidPolicyResult("approval.escalation is not an object of after_s and roles")
+        roles = _string_list(escalation["roles"], "approval.escalation.roles")
+        if not roles:
+            raise InvalidPolicyResult("approval.escalation.roles is empty")
+        rules["approval_escalation"] = EscalationRule(
+            after_s=_whole(escalation["after_s"], "approval.escalation.after_s", 1, _MAX_TTL_S), roles=roles
+        )
+    if "grant_scopes" in approval:
+        scopes = _string_list(approval["grant_scopes"], "approval.grant_scopes")
+        if not scopes or not set(scopes) <= set(GRANT_SCOPES):
+            raise InvalidPolicyResult(f"approval.grant_scopes is not a non-empty subset of {list(GRANT_SCOPES)}")
+        rules["approval_grant_scopes"] = tuple(s for s in GRANT_SCOPES if s in scopes)
+    if "max_grant_ttl_s" in approval:
+        rules["approval_max_grant_ttl_s"] = _whole(approval["max_grant_ttl_s"], "approval.max_grant_ttl_s", 1, 30 * 86_400)
+    return rules
 
 
 def normalize(

@@ -36,7 +36,7 @@ from mcp import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from app.decide import answers, reports
+from app.decide import reports
 from app.decide.deps import Deps
 from app.decide.events import RequestFacts
 from app.decide.phases import Phases
@@ -46,7 +46,7 @@ from app.errors import DependencyUnavailable, ToolgateError, Unauthenticated, Va
 from app.idempotency.keys import validate_key
 from app.mcp import results
 from app.mcp.upstreams import UpstreamFailed, UpstreamPool, UpstreamTool, UpstreamUnavailable
-from app.models import ApprovalAnswerBody, DecideResponse, Subject
+from app.models import DecideResponse, Subject
 
 log = logging.getLogger(__name__)
 
@@ -238,22 +238,13 @@ class ToolCalls:
             return await self._with_answer(caller, call, approval_id, grant)
         if not _elicitation_supported(ctx):
             return results.approval_pending(response)
-        self_approver = bool(set(subject.roles) & set(approval.request.approver_roles)) and bool(
-            set(subject.roles) & set(self._deps.settings.approval_self_approve_roles)
-        )
-        answer = await self._ask(ctx, params, response, self_approver)
+        # Never an answer from the requester's own session: the client is told whom to ask; a
+        # requester who may confirm her own call does so with a step-up token (DESIGN §5).
+        answer = await self._ask(ctx, params, response)
         if isinstance(answer, types.InputRequiredResult):
             return answer
         if answer is None or answer.action == "cancel":
             return results.approval_pending(response)
-        if self_approver:
-            approved = answer.action == "accept" and bool((answer.content or {}).get("approve"))
-            reason = "confirmed by the requester in the MCP client" if approved else "declined by the requester in the MCP client"
-            _, grant = await anyio.to_thread.run_sync(
-                answers.answer, self._deps, RequestFacts(_request_id(), None), subject, approval_id,
-                ApprovalAnswerBody(approved=approved, reason=reason),
-            )
-            return await self._with_answer(caller, call, approval_id, grant)
         if answer.action != "accept":
             return results.approval_pending(response)
         approval, grant = await anyio.to_thread.run_sync(self._deps.approvals.show, subject, approval_id)
@@ -270,26 +261,19 @@ class ToolCalls:
         return await self._decide(caller, call, presented)
 
     async def _ask(
-        self, ctx: Any, params: types.CallToolRequestParams, response: DecideResponse, self_approver: bool
+        self, ctx: Any, params: types.CallToolRequestParams, response: DecideResponse
     ) -> types.ElicitResult | types.InputRequiredResult | None:
         """The client's answer to the approval elicitation: asked now on a handshake-era
         connection, or through an ``InputRequiredResult`` on a 2026-07-28 one (the answer comes
-        with the retried request). None when the client answered something else."""
+        with the retried request). None when the client answered something else. The client
+        only acknowledges: the answer itself comes from an approver (or the requester's
+        step-up token) through the approvals API."""
         assert response.approval is not None
-        shown = json.dumps(response.input, separators=(",", ":"))[:1000]
-        if self_approver:
-            message = f"Approve this call of {response.tool.name} {shown}? {response.approval.request_reason}."
-            schema: dict[str, Any] = {
-                "type": "object",
-                "properties": {"approve": {"type": "boolean", "title": "Approve", "description": "Run this call."}},
-                "required": ["approve"],
-            }
-        else:
-            message = (
-                f"This call of {response.tool.name} needs an approver's answer ({response.approval.request_reason}); "
-                f"approval {response.approval.approval_id}. Accept once it is answered to continue."
-            )
-            schema = {"type": "object", "properties": {}}
+        message = (
+            f"This call of {response.tool.name} needs an approver's answer ({response.approval.request_reason}); "
+            f"approval {response.approval.approval_id}. Accept once it is answered to continue."
+        )
+        schema: dict[str, Any] = {"type": "object", "properties": {}}
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             answered = (params.input_responses or {}).get(APPROVAL_INPUT)
             if answered is None:

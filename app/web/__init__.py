@@ -29,3 +29,7 @@ def register(app: Flask) -> None:
     for blueprint in (decide.bp, tools.bp, health.bp, openapi.bp, metrics.bp, executions.bp, approvals.bp,
                       decisions.bp, capabilities.bp, authzen.bp, keys.bp, policy_status.bp):
         app.register_blueprint(blueprint)
+    if app.extensions["toolgate"].settings.console_enabled:
+        from app.console import views
+
+        app.register_blueprint(views.bp)

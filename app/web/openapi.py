@@ -8,6 +8,7 @@ from typing import Any
 from flask import Blueprint, jsonify
 from pydantic.json_schema import models_json_schema
 
+from app.approvals.service import CURSOR_PATTERN as APPROVAL_CURSOR_PATTERN
 from app.audit.queries import CURSOR_PATTERN
 from app.models import (
     ApprovalAnswerBody,
@@ -22,6 +23,8 @@ from app.models import (
     ExecutionReportResponse,
     FailReport,
     PublishedKeys,
+    ScopedGrantListResponse,
+    ScopedGrantResponse,
     ToolListResponse,
 )
 from app.vocabulary import DECISIONS, EVENT_TYPES, IDEMPOTENCY_KEY_PATTERN, REQUEST_ID_PATTERN
@@ -95,9 +98,11 @@ def _approval_paths() -> dict[str, Any]:
                     {"name": "state", "in": "query", "required": False, "schema": {"type": "string", "enum": ["pending"]}},
                     {"name": "limit", "in": "query", "required": False,
                      "schema": {"type": "integer", "minimum": 1, "maximum": 500, "default": 100}},
+                    {"name": "cursor", "in": "query", "required": False, "description": "next_cursor of the previous page.",
+                     "schema": {"type": "string", "pattern": APPROVAL_CURSOR_PATTERN}},
                 ],
                 "responses": {
-                    "200": _json(_ref("ApprovalListResponse"), "Pending approvals, soonest expiry first."),
+                    "200": _json(_ref("ApprovalListResponse"), "Pending approvals, oldest first."),
                     **_errors("400", "401", "403", "500", "503"),
                 },
             }
@@ -105,26 +110,55 @@ def _approval_paths() -> dict[str, Any]:
         "/v1/approvals/{approval_id}": {
             "get": {
                 "operationId": "showApproval",
-                "summary": "Show one approval (to its requester, with the grant once approved; or to an approver).",
+                "summary": "Show one approval (to its requester, with the grant once approved; or to an approver); "
+                "with wait, once it is no longer pending or the seconds are up (a long poll).",
                 "security": bearer,
-                "parameters": [approval_id],
+                "parameters": [approval_id, {"name": "wait", "in": "query", "required": False,
+                                             "schema": {"type": "integer", "minimum": 0, "maximum": 30, "default": 0}}],
                 "responses": {
                     "200": _json(_ref("ApprovalResponse"), "The approval."),
-                    **_errors("401", "403", "404", "500", "503"),
+                    **_errors("400", "401", "403", "404", "500", "503"),
                 },
             },
             "post": {
                 "operationId": "answerApproval",
-                "summary": "Approve (returns a one-time grant) or deny (stores the reason) a pending approval.",
+                "summary": "Vote on a pending approval: approve (the vote that reaches the quorum returns the one-time "
+                "grant; the input may be narrowed, the grant scoped) or deny (stores the reason). A step-up token "
+                "may be the bearer token of a requester's own confirmation.",
                 "security": bearer,
                 "parameters": [approval_id],
                 "requestBody": {"required": True, "content": {"application/json": {"schema": _ref("ApprovalAnswerBody")}}},
                 "responses": {
                     "200": _json(_ref("ApprovalResponse"), "The answered approval, with the grant for an approval."),
                     **_errors("400", "401", "403", "404", "413", "422", "500", "503"),
-                    "409": _json(_ref("ErrorBody"), "Already answered or expired (CONFLICT)"),
+                    "409": _json(_ref("ErrorBody"), "Already answered, expired, voted before, or a quorum collecting "
+                                 "another input (CONFLICT)"),
                 },
             },
+        },
+        "/v1/grants": {
+            "get": {
+                "operationId": "listGrants",
+                "summary": "The standing scoped grants of the caller's tenant.",
+                "security": bearer,
+                "responses": {
+                    "200": _json(_ref("ScopedGrantListResponse"), "Standing grants, soonest expiry first."),
+                    **_errors("401", "500", "503"),
+                },
+            }
+        },
+        "/v1/grants/{grant_id}": {
+            "delete": {
+                "operationId": "revokeGrant",
+                "summary": "Revoke a standing scoped grant (its requester or an approver).",
+                "security": bearer,
+                "parameters": [{"name": "grant_id", "in": "path", "required": True, "schema": {"type": "string", "maxLength": 128}}],
+                "responses": {
+                    "200": _json(_ref("ScopedGrantResponse"), "The revoked grant."),
+                    **_errors("401", "403", "404", "500", "503"),
+                    "409": _json(_ref("ErrorBody"), "Revoked before (CONFLICT)"),
+                },
+            }
         },
     }
 
@@ -187,6 +221,7 @@ def build_openapi() -> dict[str, Any]:
             (CompleteReport, "validation"), (FailReport, "validation"), (ExecutionReportResponse, "serialization"),
             (ApprovalAnswerBody, "validation"), (ApprovalResponse, "serialization"),
             (ApprovalListResponse, "serialization"), (DecisionListResponse, "serialization"),
+            (ScopedGrantListResponse, "serialization"), (ScopedGrantResponse, "serialization"),
             (DecisionRecordResponse, "serialization"), (ToolListResponse, "serialization"),
             (PublishedKeys, "serialization"),
         ],

@@ -269,6 +269,43 @@ required_approver_roles contains role if {
 	some role in default_approver_roles
 }
 
+# Approval rules a family may declare beside its approver roles, for the calls it asks about
+# (`approval_rules := {"quorum": n, "allow_self_approval": true}`): of the asking families, the
+# largest quorum counts, and the requester may confirm her own call (the gateway then accepts
+# only her step-up token) only when every asking family allows it and the library itself does
+# not ask.
+_family_quorums contains quorum if {
+	some family in _asking_families
+	quorum := data.tools[family].approval_rules.quorum
+	is_number(quorum)
+}
+
+_self_approval_allowed if {
+	count(_asking_families) > 0
+	count(library_approvals) == 0
+	every family in _asking_families {
+		data.tools[family].approval_rules.allow_self_approval == true
+	}
+}
+
+default _quorum_member := {}
+
+_quorum_member := {"quorum": max(_family_quorums)} if count(_family_quorums) > 0
+
+default _self_approval_member := {}
+
+_self_approval_member := {"allow_self_approval": true} if _self_approval_allowed
+
+approval_document := object.union_n([
+	{
+		"reason": concat("; ", approval_reasons),
+		"approver_roles": sort(required_approver_roles),
+		"ttl_s": approval_ttl_s,
+	},
+	_quorum_member,
+	_self_approval_member,
+])
+
 # A verified, positive approval by someone holding a required approver role.
 approval_satisfied if {
 	input.approval.approved == true
@@ -301,7 +338,7 @@ approval_reasons := sort({r.message | some r in approvals})
 # description: |
 #   {"decision": "allow"|"deny"|"user-approval", "reasons": [string],
 #    "matched_rules": [{"id", "effect": "deny"|"approval"|"allow", "message"}],
-#    "approval"?: {"reason", "approver_roles", "ttl_s"}}
+#    "approval"?: {"reason", "approver_roles", "ttl_s", "quorum"?, "allow_self_approval"?}}
 # entrypoint: true
 # scope: document
 default decision := {
@@ -328,11 +365,7 @@ decision := {"decision": "allow", "reasons": ["allowed by policy"], "matched_rul
 	"decision": "user-approval",
 	"reasons": approval_reasons,
 	"matched_rules": matched_rules,
-	"approval": {
-		"reason": concat("; ", approval_reasons),
-		"approver_roles": sort(required_approver_roles),
-		"ttl_s": approval_ttl_s,
-	},
+	"approval": approval_document,
 } if {
 	count(approvals) > 0
 	not approval_satisfied

@@ -167,11 +167,16 @@ def test_answer_by_the_requester_is_forbidden(client):
     assert resp.status_code == 403 and resp.get_json()["error"]["code"] == "FORBIDDEN"
 
 
-def test_self_approval_setting_allows_named_roles_only(make_app):
-    client = make_app(approval_self_approve_roles=["approver"]).test_client()
+def test_holding_an_approver_role_never_lets_the_requester_approve_her_own_call(make_app, monkeypatch):
+    """The removed role waiver (TOOLGATE_APPROVAL_SELF_APPROVE_ROLES) fails closed: setting it
+    changes nothing; self-approval is the policy's decision (tests/api/test_approvals_rules.py)."""
+    monkeypatch.setenv("TOOLGATE_APPROVAL_SELF_APPROVE_ROLES", "approver,admin")
+    client = make_app().test_client()
     requester = ("u-boss", "acme", ["admin", "approver"])
-    approval_id, grant = approve(client, payment(1500), requester, requester)
-    assert grant_claims(grant)["approver"] == grant_claims(grant)["subject"] == "u-boss"
+    approval_id = request_approval(client, payment(1500), requester)
+    resp = answer(client, approval_id, requester)
+    assert resp.status_code == 403
+    assert resp.get_json()["error"]["message"] == "an approval cannot be answered by its requester"
 
 
 def test_answer_without_the_role_is_forbidden(client):

@@ -127,11 +127,11 @@ def test_the_verifier_refuses_bad_signatures(keys, policies, case):
     bundle, signatures = _signed(policies, private, scope="prod" if case == "wrong-scope" else None)
     verifier = BundleVerifier(public.read_text())
     if case == "tampered-rule":
-        candidate = _retar(bundle, signatures, {"tools/files.rego": bundle.files["tools/files.rego"] + b"\n# changed\n"})
+        candidate = _retar(bundle, signatures, {"tools/files/files.rego": bundle.files["tools/files/files.rego"] + b"\n# changed\n"})
     elif case == "added-file":
         candidate = _retar(bundle, signatures, {"tools/evil.rego": b"package tools.evil\n"})
     elif case == "removed-file":
-        files = {k: v for k, v in bundle.files.items() if k != "tools/files.rego"}
+        files = {k: v for k, v in bundle.files.items() if k != "tools/files/files.rego"}
         from app.policy.bundle import PolicyBundle
 
         candidate = read_tarball(build_tarball(PolicyBundle(files=files, revision="r"), signatures=signatures), source="t")
@@ -186,7 +186,7 @@ def test_with_a_verification_key_the_embedded_engine_refuses_unsigned_and_reload
     resp = client.post("/v1/decide", json=READ, headers=auth(roles=["support_agent"]))
     assert resp.status_code == 200 and resp.get_json()["decision"] == "allow"
 
-    tampered = _retar(bundle, signatures, {"tools/files.rego": b"package tools.files\n\nallow := true\n"})
+    tampered = _retar(bundle, signatures, {"tools/files/files.rego": b"package tools.files\n\nallow := true\n"})
     path.write_bytes(build_tarball(tampered, signatures=tampered.signatures))
     deadline = time.monotonic() + 3
     engine = app.extensions["toolgate"].engine

@@ -71,7 +71,7 @@ def test_a_changed_rule_decides_the_next_call_and_a_broken_edit_is_refused(make_
     after = _wait_for(lambda: (d := _decide(client))["policy_revision"] == changed and d, 2.0)
     assert after and after["decision"] == "deny" and time.monotonic() - started < 1.0
 
-    (policies / "tools" / "files.rego").write_text(BROKEN_RULE)
+    (policies / "tools" / "files" / "files.rego").write_text(BROKEN_RULE)
     engine = app.extensions["toolgate"].engine
     refusal = _wait_for(lambda: engine.status()["last_refusal"], 2.0)
     assert refusal["kind"] == "compile" and "files.rego" in refusal["detail"]
@@ -183,7 +183,7 @@ def test_a_running_gateway_reloads_in_every_worker(policies, tmp_path, redis_ser
         time.sleep(1.0)  # the poll interval, twice
         assert decisions() == {("deny", changed)}
 
-        (policies / "tools" / "files.rego").write_text(BROKEN_RULE)
+        (policies / "tools" / "files" / "files.rego").write_text(BROKEN_RULE)
         time.sleep(1.0)
         assert decisions() == {("deny", changed)}
         status = requests.get(gateway.url + "/v1/policy/status", headers=operator, timeout=5).json()
@@ -197,7 +197,7 @@ def test_a_running_gateway_reloads_in_every_worker(policies, tmp_path, redis_ser
 
 
 def test_serve_refuses_policies_that_do_not_compile(policies, tmp_path, redis_server):
-    (policies / "tools" / "files.rego").write_text(BROKEN_RULE)
+    (policies / "tools" / "files" / "files.rego").write_text(BROKEN_RULE)
     gateway = GatewayProcess({
         "TOOLGATE_POLICY_DIR": str(policies), "TOOLGATE_REDIS_URL": redis_server.url,
         "TOOLGATE_AUDIT_DSN": str(tmp_path / "decisions.sqlite"),
@@ -215,7 +215,7 @@ def test_toolgate_serve_exits_1_with_the_compile_error(policies, tmp_path, redis
     import subprocess
     import sys
 
-    (policies / "tools" / "files.rego").write_text(BROKEN_RULE)
+    (policies / "tools" / "files" / "files.rego").write_text(BROKEN_RULE)
     env = {**os.environ, "TOOLGATE_POLICY_DIR": str(policies), "TOOLGATE_REDIS_URL": redis_server.url,
            "TOOLGATE_AUDIT_DSN": str(tmp_path / "d.sqlite"), "TOOLGATE_BIND": f"127.0.0.1:{free_port()}"}
     done = subprocess.run([sys.executable, "-m", "app.cli", "serve"], env=env, capture_output=True, text=True, timeout=60, check=False)

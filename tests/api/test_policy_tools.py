@@ -88,7 +88,7 @@ def test_check_policies_passes_on_clean_policies_and_names_what_fails(policies):
     assert clean.returncode == 0, clean.stdout + clean.stderr
     assert clean.stdout.count("\nok\n") == 4  # opa check, opa fmt, regal lint, toolgate policy check
 
-    target = policies / "tools" / "files" / "files.rego"
+    target = policies / "tools" / "tickets" / "tickets.rego"
     target.write_text(target.read_text().replace("\t", "    ", 1))
     unformatted = _run("bash", "scripts/check-policies", str(policies))
     assert unformatted.returncode == 1 and str(target) in unformatted.stdout
@@ -113,7 +113,7 @@ def test_push_loads_a_policy_directory_into_a_running_opa(tmp_path, make_app):
         assert done.returncode == 0, done.stderr
         assert "pushed toolgate/decision.rego" in done.stdout and "pushed data.json" in done.stdout
         listed = requests.get(opa.url + "/v1/policies", timeout=5).json()["result"]
-        assert {p["id"] for p in listed} >= {"toolgate/decision.rego", "tools/files.rego"}
+        assert {p["id"] for p in listed} >= {"toolgate/decision.rego", "tools/files/files.rego"}
         from tests.support.calls import auth, decide_body
 
         resp = make_app(engine="opa", opa_url=opa.url).test_client().post(
@@ -122,8 +122,8 @@ def test_push_loads_a_policy_directory_into_a_running_opa(tmp_path, make_app):
 
         broken = tmp_path / "broken"
         shutil.copytree(POLICY_DIR, broken)
-        (broken / "tools" / "files.rego").write_text("package tools.files\n\nallow if {\n")
+        (broken / "tools" / "files" / "files.rego").write_text("package tools.files\n\nallow if {\n")
         refused = _toolgate("policy", "push", str(broken), "--url", opa.url)
-        assert refused.returncode == 1 and "OPA refused tools/files.rego" in refused.stderr
+        assert refused.returncode == 1 and "OPA refused tools/files/files.rego" in refused.stderr
     finally:
         opa.stop()

@@ -130,7 +130,7 @@ def test_a_broken_bundle_polled_by_opa_keeps_the_last_good_one(make_app, tmp_pat
         good = read_directory(policies).revision
         first = _post(client)[0].get_json()
         assert (first["decision"], first["policy_revision"]) == ("allow", good)
-        (policies / "tools" / "files.rego").write_text("package tools.files\n\nallow if {\n")
+        (policies / "tools" / "files" / "files.rego").write_text("package tools.files\n\nallow if {\n")
         deadline = time.monotonic() + 10
         sidecar = {}
         while time.monotonic() < deadline:

@@ -114,7 +114,9 @@ async def test_a_denied_approval_denies_the_retry_with_the_approvers_reason(gate
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
-async def test_an_account_holder_confirms_her_own_transfer_by_elicitation(gateway: Gateway, mode: str) -> None:
+async def test_an_account_holders_elicitation_never_approves_her_own_transfer(gateway: Gateway, mode: str) -> None:
+    """Her MCP session is the requester's own: an answer from it is never an approval (a
+    requester confirms her own call only with a step-up token, when the policy allows it)."""
     asked: list[types.ElicitRequestParams] = []
 
     async def confirm(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
@@ -123,23 +125,19 @@ async def test_an_account_holder_confirms_her_own_transfer_by_elicitation(gatewa
 
     async with gateway.client(gateway.token("u-5", "account_holder"), elicitation_callback=confirm, mode=mode) as client:
         result = await client.call_tool("transfer", {"amount": 300, "to": "erin"})
-    assert not result.is_error, text(result)
-    assert len(asked) == 1 and "transfers over 100 need approval" in asked[0].message
-    assert [e["arguments"] for e in gateway.executions()] == [{"amount": 300, "to": "erin"}]
-    [answer] = gateway.records(event="approval_answer")
-    assert answer.approver_id == "u-5" and answer.decision == "allow"
-    # 2026-07-28 asks through an InputRequiredResult: the retried request is decided again.
-    asked_again = ["user-approval"] if mode != "legacy" else []
-    assert [r.decision for r in gateway.records(event="decide")] == ["user-approval", *asked_again, "allow"]
+    assert result.is_error and decision(result)["decision"] == "user-approval", text(result)
+    assert len(asked) == 1 and "needs an approver's answer" in asked[0].message
+    assert gateway.executions() == []
+    assert gateway.records(event="approval_answer") == []
 
 
-async def test_declining_the_elicitation_denies_the_call(gateway: Gateway) -> None:
+async def test_declining_the_elicitation_leaves_the_approval_pending(gateway: Gateway) -> None:
     async def decline(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         return types.ElicitResult(action="decline")
 
     async with gateway.client(gateway.token("u-5", "account_holder"), elicitation_callback=decline, mode="legacy") as client:
         result = await client.call_tool("transfer", {"amount": 300, "to": "erin"})
-    assert result.is_error and decision(result)["decision"] == "deny"
+    assert result.is_error and decision(result)["decision"] == "user-approval"
     assert gateway.executions() == []
 
 

@@ -2,7 +2,8 @@
 
 Layers, highest first; a module may import from its own layer and the layers below it:
 
-    entry     app (create_app), app.wsgi, app.cli, app.replay, app.settings_doc, app.web.*, app.mcp.*, app.*.commands
+    entry     app (create_app), app.wsgi, app.cli, app.replay, app.settings_doc, app.web.*, app.mcp.*, app.console.*,
+              app.*.commands
     decide    app.decide.*                      the pipeline and the other recorded calls
     adapters  auth, contracts, engine, policy, idempotency, approvals, audit, receipts, redis_client, tracing, proxy
     base      errors, settings, models, vocabulary, timefmt, jwa, bodies, fingerprint, metrics, logs, about, terminal
@@ -29,7 +30,7 @@ def layer_of(module: str) -> str:
     parts = module.split(".")
     if parts[0] != "app":
         raise ValueError(f"{module} is not an app module")
-    if len(parts) == 1 or parts[1] in {"wsgi", "cli", "replay", "web", "settings_doc", "mcp"} or parts[-1] == "commands":
+    if len(parts) == 1 or parts[1] in {"wsgi", "cli", "replay", "web", "console", "settings_doc", "mcp"} or parts[-1] == "commands":
         return "entry"
     if parts[1] == "decide":
         return "decide"

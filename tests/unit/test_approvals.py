@@ -11,12 +11,12 @@ import pytest
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
-from app.approvals.presented import GRANT_EXPIRED, GRANT_INVALID, GRANT_MISSING, GRANT_USED, ApprovalRejected, VerifiedApproval
-from app.approvals.records import CallFacts
-from app.approvals.service import ApprovalService
-from app.approvals.store import RECORD_GRACE_S, ApprovalKeys
-from app.errors import Conflict, Forbidden, NotFound
 from app.approvals.grants import GrantSigner
+from app.approvals.presented import GRANT_EXPIRED, GRANT_INVALID, GRANT_MISSING, GRANT_USED, ApprovalRejected, VerifiedApproval
+from app.approvals.records import CallFacts, Credential, secret_digest
+from app.approvals.service import ApprovalService, OpenedApproval
+from app.approvals.store import RECORD_GRACE_S, TENANTS_KEY, ApprovalKeys, ApprovalStore
+from app.errors import Conflict, Forbidden, NotFound
 from app.models import ApprovalPresentation, PolicyDecision, Subject
 from app.redis_client import build_redis
 from app.settings import Settings
@@ -90,7 +90,12 @@ def pttl(conn, key: str) -> int:
 
 def make_service(redis_conn, clock, **kw) -> ApprovalService:
     options = {"default_ttl_s": 900, "default_approver_roles": ["approver"], "clock": clock, **kw}
-    return ApprovalService(redis_conn, GrantSigner(KEYS), **options)
+    return ApprovalService(ApprovalStore(redis_conn), GrantSigner(KEYS), **options)
+
+
+def cred(subject: Subject, kind: str = "bearer") -> Credential:
+    """A credential of ``subject`` (never the requester's own token digest)."""
+    return Credential(kind, secret_digest(f"token-of-{subject.id}-{kind}"))  # type: ignore[arg-type]
 
 
 @pytest.fixture
@@ -111,12 +116,17 @@ def call(**changes) -> CallFacts:
 
 
 def open_approval(service, facts=None, decision=DECISION):
-    return service.request(facts or call(), decision, display_input={"amount": 1500}, decision_id="01JDECIDE")
+    opened = OpenedApproval(
+        call=facts or call(), display_input={"amount": 1500}, call_input={"amount": 1500}, sensitive_paths=(),
+        conversation_id=None, credential_digest=secret_digest("token-of-u-admin-bearer"), decision_id="01JDECIDE",
+        policy_revision="rev-1",
+    )
+    return service.request(opened, decision)
 
 
 def approved(service, facts=None):
     approval = open_approval(service, facts)
-    _, grant = service.answer(APPROVER, approval.request.approval_id, approved=True, reason="ok", decision_id="01JANSWER")
+    _, grant = service.answer(APPROVER, cred(APPROVER), approval.request.approval_id, approved=True, reason="ok", decision_id="01JANSWER")
     return approval.request.approval_id, grant
 
 
@@ -159,14 +169,16 @@ def test_concurrent_requests_for_one_call_create_one_approval(service):
 
 def test_an_answered_approval_is_not_handed_out_again(service):
     first = open_approval(service).request.approval_id
-    service.answer(APPROVER, first, approved=False, reason="no", decision_id="01JANSWER")
+    service.answer(APPROVER, cred(APPROVER), first, approved=False, reason="no", decision_id="01JANSWER")
     assert open_approval(service).request.approval_id != first
 
 
 def test_keys_share_one_slot_per_tenant_and_carry_ttls(service, redis_conn):
     approval = open_approval(service)
-    keys = all_keys(redis_conn)
-    assert len(keys) == 3
+    keys = set(all_keys(redis_conn)) - {TENANTS_KEY}
+    tenant = ApprovalKeys("acme")
+    assert keys == {tenant.record(approval.request.approval_id), tenant.call(call()), tenant.pending, tenant.expiry,
+                    tenant.requester("u-admin")}
     assert len({key_slot(k.encode()) for k in keys}) == 1
     assert 0 < pttl(redis_conn, ApprovalKeys("acme").record(approval.request.approval_id)) <= (60 + RECORD_GRACE_S) * 1000
     assert 0 < pttl(redis_conn, ApprovalKeys("acme").call(call())) <= 60_000
@@ -197,7 +209,7 @@ def test_approve_returns_a_grant_bound_to_the_call(service, clock):
 
 def test_deny_stores_the_reason_and_returns_no_grant(service):
     approval_id = open_approval(service).request.approval_id
-    answered, grant = service.answer(APPROVER, approval_id, approved=False, reason="too much", decision_id="01JANSWER")
+    answered, grant = service.answer(APPROVER, cred(APPROVER), approval_id, approved=False, reason="too much", decision_id="01JANSWER")
     assert grant is None and answered.state == "denied" and answered.answer.reason == "too much"
 
 
@@ -205,7 +217,7 @@ def test_other_tenant_id_is_not_found(service):
     approval_id = open_approval(service).request.approval_id
     for action in (
         lambda: service.show(FOREIGN_APPROVER, approval_id),
-        lambda: service.answer(FOREIGN_APPROVER, approval_id, approved=True, reason="", decision_id="d"),
+        lambda: service.answer(FOREIGN_APPROVER, cred(FOREIGN_APPROVER), approval_id, approved=True, reason="", decision_id="d"),
     ):
         with pytest.raises(NotFound):
             action()
@@ -220,7 +232,7 @@ def test_unknown_or_malformed_ids_are_not_found(service, approval_id):
 def test_without_the_role_the_answer_is_forbidden(service):
     approval_id = open_approval(service).request.approval_id
     with pytest.raises(Forbidden):
-        service.answer(AGENT, approval_id, approved=True, reason="", decision_id="d")
+        service.answer(AGENT, cred(AGENT), approval_id, approved=True, reason="", decision_id="d")
     with pytest.raises(Forbidden):
         service.show(AGENT, approval_id)
 
@@ -228,24 +240,38 @@ def test_without_the_role_the_answer_is_forbidden(service):
 def test_requester_cannot_answer_their_own_request(service):
     requester = Subject(id="u-admin", tenant="acme", roles=("admin", "approver"))
     approval_id = open_approval(service).request.approval_id
-    with pytest.raises(Forbidden, match="requester"):
-        service.answer(requester, approval_id, approved=True, reason="", decision_id="d")
+    with pytest.raises(Forbidden, match="credential that made the request"):
+        service.answer(requester, cred(requester), approval_id, approved=True, reason="", decision_id="d")
+    with pytest.raises(Forbidden, match="answered by its requester"):
+        service.answer(requester, cred(requester, "console"), approval_id, approved=True, reason="", decision_id="d")
 
 
-def test_a_self_approve_role_waives_four_eyes(redis_conn, clock):
-    service = make_service(redis_conn, clock, self_approve_roles=["account_holder"])
+def test_self_approval_is_the_policys_and_needs_a_step_up_credential(service):
+    holder = Subject(id="u-admin", tenant="acme", roles=("account_holder",))
+    decision = DECISION.model_copy(update={"approver_roles": ("account_holder",), "approval_self_approval": True})
+    approval_id = open_approval(service, decision=decision).request.approval_id
+    with pytest.raises(Forbidden, match="step-up"):
+        service.answer(holder, Credential("bearer", secret_digest("another token of hers")), approval_id, approved=True, reason="mine", decision_id="d")
+    with pytest.raises(Forbidden, match="credential that made the request"):
+        service.answer(holder, Credential("step-up", secret_digest("token-of-u-admin-bearer")), approval_id,
+                       approved=True, reason="mine", decision_id="d")
+    answered, grant = service.answer(holder, cred(holder, "step-up"), approval_id, approved=True, reason="mine", decision_id="d")
+    assert answered.state == "approved" and grant
+
+
+def test_without_the_policys_consent_the_requester_never_answers(service):
     holder = Subject(id="u-admin", tenant="acme", roles=("account_holder",))
     decision = DECISION.model_copy(update={"approver_roles": ("account_holder",)})
     approval_id = open_approval(service, decision=decision).request.approval_id
-    answered, grant = service.answer(holder, approval_id, approved=True, reason="mine", decision_id="d")
-    assert answered.state == "approved" and grant
+    with pytest.raises(Forbidden, match="requester"):
+        service.answer(holder, cred(holder, "step-up"), approval_id, approved=True, reason="mine", decision_id="d")
 
 
 def test_answering_twice_is_a_conflict(service):
     approval_id = open_approval(service).request.approval_id
-    service.answer(APPROVER, approval_id, approved=True, reason="", decision_id="d1")
+    service.answer(APPROVER, cred(APPROVER), approval_id, approved=True, reason="", decision_id="d1")
     with pytest.raises(Conflict) as info:
-        service.answer(OTHER_APPROVER, approval_id, approved=False, reason="", decision_id="d2")
+        service.answer(OTHER_APPROVER, cred(OTHER_APPROVER), approval_id, approved=False, reason="", decision_id="d2")
     assert info.value.http_status == 409
 
 
@@ -254,7 +280,7 @@ def test_answering_after_expiry_is_a_conflict(service, clock):
     clock.now += 60
     assert service.show(APPROVER, approval_id)[0].view(service.now_ms()).state == "expired"
     with pytest.raises(Conflict):
-        service.answer(APPROVER, approval_id, approved=True, reason="", decision_id="d")
+        service.answer(APPROVER, cred(APPROVER), approval_id, approved=True, reason="", decision_id="d")
 
 
 def test_racing_answers_have_one_winner(service):
@@ -265,7 +291,7 @@ def test_racing_answers_have_one_winner(service):
     def answer(approver):
         barrier.wait()
         try:
-            service.answer(approver, approval_id, approved=True, reason="", decision_id=approver.id)
+            service.answer(approver, cred(approver), approval_id, approved=True, reason="", decision_id=approver.id)
             return "ok"
         except Conflict:
             return "conflict"
@@ -283,17 +309,17 @@ def test_listing_shows_pending_approvals_the_caller_may_answer(service, clock):
         service, call(tool_call_id="call_9"), DECISION.model_copy(update={"approver_roles": ("finance",)})
     ).request.approval_id
     answered = open_approval(service, call(tool_call_id="call_10")).request.approval_id
-    service.answer(APPROVER, answered, approved=True, reason="", decision_id="d")
+    service.answer(APPROVER, cred(APPROVER), answered, approved=True, reason="", decision_id="d")
     open_approval(service, call(tenant="globex"))
-    listed = [a.request.approval_id for a in service.list_pending(APPROVER)]
+    listed = [a.request.approval_id for a in service.list_pending(APPROVER)[0]]
     assert listed == [first, second]
-    assert [a.request.approval_id for a in service.list_pending(APPROVER, limit=1)] == [first]
+    assert [a.request.approval_id for a in service.list_pending(APPROVER, limit=1)[0]] == [first]
     finance_officer = Subject(id="u-fin", tenant="acme", roles=("finance",))
-    assert [a.request.approval_id for a in service.list_pending(finance_officer)] == [finance]
+    assert [a.request.approval_id for a in service.list_pending(finance_officer)[0]] == [finance]
     with pytest.raises(Forbidden):
         service.list_pending(AGENT)
     clock.now += 60
-    assert service.list_pending(APPROVER) == []
+    assert service.list_pending(APPROVER)[0] == []
 
 
 # --- the tool service's side -------------------------------------------------------------------
@@ -316,6 +342,7 @@ def test_a_valid_grant_verifies_and_is_used_once(service):
         "approval_id": approval_id,
         "approved": True,
         "approver": {"id": "u-approver", "roles": ["approver"]},
+        "approvers": ["u-approver"],
     }
     service.consume(verified)
     assert service.show(REQUESTER, approval_id)[0].state == "used"
@@ -343,7 +370,7 @@ def test_a_grant_for_another_call_is_invalid(service, change):
 
 
 def test_a_grant_presented_under_another_approval_id_is_invalid(service):
-    approval_id, grant = approved(service)
+    _, grant = approved(service)
     other_id, _ = approved(service, call(tool_call_id="call_8"))
     assert rejected(lambda: service.verify_presented(present(other_id, grant), call())).reason == GRANT_INVALID
 
@@ -362,7 +389,7 @@ def test_a_grant_whose_record_is_gone_is_invalid(service, redis_conn):
 
 def test_no_grant_for_a_denied_approval_carries_the_approvers_reason(service):
     approval_id = open_approval(service).request.approval_id
-    service.answer(APPROVER, approval_id, approved=False, reason="recipient unknown", decision_id="d")
+    service.answer(APPROVER, cred(APPROVER), approval_id, approved=False, reason="recipient unknown", decision_id="d")
     refusal = rejected(lambda: service.verify_presented(present(approval_id), call()))
     assert (refusal.reason, refusal.kind) == ("recipient unknown", "denied")
     # ... but only for that very call
@@ -372,7 +399,7 @@ def test_no_grant_for_a_denied_approval_carries_the_approvers_reason(service):
 
 def test_a_denial_without_reason_says_so(service):
     approval_id = open_approval(service).request.approval_id
-    service.answer(APPROVER, approval_id, approved=False, reason="", decision_id="d")
+    service.answer(APPROVER, cred(APPROVER), approval_id, approved=False, reason="", decision_id="d")
     assert rejected(lambda: service.verify_presented(present(approval_id), call())).reason == "the approver rejected this call"
 
 
@@ -382,7 +409,7 @@ def test_no_grant_otherwise_is_missing(service, state):
     if state != "unknown":
         approval_id = open_approval(service).request.approval_id
     if state == "approved":
-        service.answer(APPROVER, approval_id, approved=True, reason="", decision_id="d")
+        service.answer(APPROVER, cred(APPROVER), approval_id, approved=True, reason="", decision_id="d")
     assert rejected(lambda: service.verify_presented(present(approval_id), call())).reason == GRANT_MISSING
 
 
@@ -412,10 +439,10 @@ def test_the_attempt_that_used_a_grant_may_present_it_again(service):
     again = service.verify_presented(present(approval_id, grant), call(), idempotency_key="key-1")
     service.consume(again)
     for key in ("key-2", None):
-        refusal = rejected(lambda: service.verify_presented(present(approval_id, grant), call(), idempotency_key=key))
+        refusal = rejected(lambda key=key: service.verify_presented(present(approval_id, grant), call(), idempotency_key=key))
         assert refusal.reason == GRANT_USED
     other = service.verify_presented(present(approval_id, grant), call(), idempotency_key="key-1")
-    assert rejected(lambda: service.consume(VerifiedApproval(other.claims))).reason == GRANT_USED
+    assert rejected(lambda: service.consume(VerifiedApproval.of(other.claims))).reason == GRANT_USED
 
 
 def test_twenty_concurrent_attempts_with_distinct_keys_have_one_winner(service):

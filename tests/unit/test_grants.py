@@ -10,9 +10,9 @@ import json
 
 import pytest
 
+from app.approvals.grants import GrantClaims, GrantExpired, GrantInvalid, GrantSigner
 from app.errors import DependencyUnavailable
 from app.fingerprint import canonical_json
-from app.approvals.grants import GrantClaims, GrantExpired, GrantInvalid, GrantSigner
 from app.settings import DEV_APPROVAL_KEY, Settings, parse_approval_keys
 from tests.support.keys import K1, b64url, hs_signer, raw_jwt
 
@@ -268,6 +268,3 @@ def test_signing_keys_fall_back_to_the_dev_key_in_development_only():
     assert Settings(approval_keys="k1:" + "a" * 32).approval_signing_keys == [("k1", b"a" * 32)]
 
 
-def test_self_approve_roles_read_as_csv(monkeypatch):
-    monkeypatch.setenv("TOOLGATE_APPROVAL_SELF_APPROVE_ROLES", "account_holder, owner")
-    assert Settings().approval_self_approve_roles == ["account_holder", "owner"]

@@ -78,6 +78,11 @@ governs["update_password"] := {"versions": ["1"]}
 
 approver_roles := ["account_holder"]
 
+# The account holder confirms her own transfers: a policy decision, so the gateway accepts her
+# answer, but only with a step-up token (its own audience, fresh), never the token the agent
+# called with.
+approval_rules := {"allow_self_approval": true}
+
 # Rule bodies test input.tool.name against constants first: OPA indexes such conditions, so a
 # call evaluates the rules of its own tool only. Values read more than once are rules, which
 # OPA evaluates once per query.

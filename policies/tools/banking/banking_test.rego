@@ -238,3 +238,9 @@ test_update_password_not_allowed_by_context_claims if {
 test_counterparties_in_tenant_data_are_in_identifier_form if {
 	fixtures.same(data.toolgate.lib.counterparty_problems, set())
 }
+
+test_the_account_holder_may_confirm_her_own_transfer if {
+	d := fixtures.decide(send("UK12345678901234567890", 98.7))
+	d.decision == "user-approval"
+	d.approval.allow_self_approval == true
+}

@@ -3,7 +3,9 @@
 # description: |
 #   processPayment v1 (amount, currency ISO 4217, recipient). Only roles granted
 #   processPayment in data.roles pay (admin). A payment above the approval amount
-#   (default_approval_amount, per tenant limits.payment_approval_amount) needs approval.
+#   (default_approval_amount, per tenant limits.payment_approval_amount) needs approval; one
+#   above the quorum amount (default_quorum_amount, limits.payment_quorum_amount) needs two
+#   distinct approvers (approval_rules.quorum).
 # custom:
 #   governs:
 #     processPayment:
@@ -22,6 +24,12 @@ default_approval_amount := 1000
 
 approval_amount := lib.tenant_limit("payment_approval_amount", default_approval_amount)
 
+# Payments above this amount need two approvers (a quorum), unless the tenant sets
+# limits.payment_quorum_amount.
+default_quorum_amount := 10000
+
+quorum_amount := lib.tenant_limit("payment_quorum_amount", default_quorum_amount)
+
 amount := object.get(lib.args, "amount", null)
 
 amount_positive if {
@@ -39,6 +47,19 @@ approval_required contains {
 } if {
 	amount_positive
 	amount > approval_amount
+}
+
+approval_required contains {
+	"rule": "amount_over_quorum_threshold",
+	"message": sprintf("payment over %v needs two approvers", [quorum_amount]),
+} if {
+	amount_positive
+	amount > quorum_amount
+}
+
+approval_rules := {"quorum": 2} if {
+	amount_positive
+	amount > quorum_amount
 }
 
 allow contains {

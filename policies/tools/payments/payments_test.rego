@@ -88,3 +88,17 @@ test_only_admin_pays if {
 test_other_versions_are_not_governed if {
 	fixtures.expect(fixtures.with_tool(payment(10), {"version": "2"}), {"rules": {"toolgate.no_family"}})
 }
+
+test_a_payment_over_the_quorum_amount_needs_two_approvers if {
+	d := fixtures.decide(payment(20000))
+	d.decision == "user-approval"
+	d.approval.quorum == 2
+	"payment over 10000 needs two approvers" in d.reasons
+	not d.approval.allow_self_approval
+}
+
+test_a_payment_below_the_quorum_amount_has_no_quorum if {
+	d := fixtures.decide(payment(5000))
+	d.decision == "user-approval"
+	not d.approval.quorum
+}

@@ -1,0 +1,414 @@
+"""The console's pages (``/console``): sign-in, the approver inbox and grants, the auditor
+search, record detail, charts and exports. Every page needs a console session (else a redirect
+to the sign-in); every POST needs the session's CSRF token (else 403 and nothing changes);
+every response carries a strict Content-Security-Policy and is never cached."""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from functools import wraps
+from typing import Any, TypeVar
+from urllib.parse import urlencode
+
+from flask import Blueprint, Response, abort, current_app, g, redirect, render_template, request, stream_with_context, url_for
+from pydantic import ValidationError
+from werkzeug.wrappers import Response as BaseResponse
+
+from app.approvals.records import Approval, Credential, secret_digest
+from app.audit.access import AuditorScope, auditor_scope
+from app.audit.chain import verify_chains
+from app.audit.export import write_csv, write_jsonl
+from app.audit.queries import DecisionQuery
+from app.audit.stores import checkpoint_key
+from app.console import charts
+from app.console.oidc import LoginState, OidcClient, SignInFailed
+from app.console.sessions import COOKIE, LOGIN_COOKIE, ConsoleSession, SessionStore, csrf_ok
+from app.contracts.redaction import REDACTED
+from app.decide import answers
+from app.decide.deps import Deps
+from app.errors import Forbidden, NotFound, ToolgateError, ValidationFailed
+from app.models import ApprovalAnswerBody, GrantScopeBody, Subject
+from app.timefmt import rfc3339_ms, utc_now
+from app.web.context import current_deps, request_facts
+from app.web.decisions import DecisionsParams
+from app.web.requests import log_fields
+
+bp = Blueprint("console", __name__, url_prefix="/console", template_folder="templates", static_folder="static")
+
+R = TypeVar("R")
+
+CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; "
+       "frame-ancestors 'none'; base-uri 'none'")
+_FILTERS = ("tenant", "subject", "tool", "decision", "event", "error_code", "request_id", "approval_id", "since", "until")
+
+
+# --- plumbing ------------------------------------------------------------------------------
+
+
+def _sessions() -> SessionStore:
+    store = current_app.extensions.get("toolgate_console_sessions")
+    if store is None:
+        deps = current_deps()
+        store = SessionStore(deps.redis, deps.settings.console_session_ttl_s)
+        current_app.extensions["toolgate_console_sessions"] = store
+    return store
+
+
+def _oidc() -> OidcClient | None:
+    settings = current_deps().settings
+    if not settings.console_oidc_issuer:
+        return None
+    client = current_app.extensions.get("toolgate_console_oidc")
+    if client is None:
+        client = OidcClient(settings)
+        current_app.extensions["toolgate_console_oidc"] = client
+    return client
+
+
+def _dev_sign_in() -> bool:
+    settings = current_deps().settings
+    return settings.console_dev_sign_in and settings.env == "development"
+
+
+def _session() -> ConsoleSession | None:
+    return g.get("console_session")
+
+
+def signed_in(view: Callable[..., R]) -> Callable[..., R | BaseResponse]:
+    """Call ``view(session, ...)`` for a signed-in person; else redirect to the sign-in. A POST
+    also needs the session's CSRF token (403 without it)."""
+
+    @wraps(view)
+    def wrapped(*args: Any, **kwargs: Any) -> R | BaseResponse:
+        session = _sessions().get(request.cookies.get(COOKIE))
+        if session is None:
+            return redirect(url_for("console.sign_in"))
+        g.console_session = session
+        log_fields(tenant=session.subject.tenant, subject=session.subject.id, console=True)
+        if request.method == "POST" and not csrf_ok(session, request.form.get("csrf")):
+            raise Forbidden("the form's CSRF token is missing or wrong")
+        return view(session, *args, **kwargs)
+
+    return wrapped
+
+
+@bp.after_request
+def _headers(response: Response) -> BaseResponse:
+    response.headers["Content-Security-Policy"] = CSP
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["X-Frame-Options"] = "DENY"
+    response.headers["Referrer-Policy"] = "no-referrer"
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+@bp.errorhandler(ToolgateError)
+def _error(error: ToolgateError) -> tuple[str, int]:
+    log_fields(error_code=error.code)
+    if error.log_detail:
+        log_fields(error_detail=error.log_detail[:500])
+    details = error.details.get("problems", []) if isinstance(error.details, dict) else []
+    return render_template("console/error.html", error=error, problems=details, session=_session()), error.http_status
+
+
+def _cookie(response: BaseResponse, name: str, value: str, max_age: int) -> None:
+    response.set_cookie(name, value, max_age=max_age, path="/console", httponly=True, samesite="Lax",
+                        secure=current_deps().settings.console_secure_cookies)
+
+
+def _start(subject: Subject, via: str) -> BaseResponse:
+    session_id, _ = _sessions().create(subject, via)
+    response = redirect(url_for("console.inbox"))
+    _cookie(response, COOKIE, session_id, current_deps().settings.console_session_ttl_s)
+    response.delete_cookie(LOGIN_COOKIE, path="/console")
+    return response
+
+
+# --- sign-in -------------------------------------------------------------------------------
+
+
+@bp.get("/")
+def index() -> BaseResponse:
+    return redirect(url_for("console.inbox"))
+
+
+@bp.get("/sign-in")
+def sign_in() -> BaseResponse:
+    """The sign-in page: the identity provider's button, and the development form when on. A
+    login token in a short-lived cookie guards the development form against login CSRF."""
+    token = secrets.token_urlsafe(24)
+    page = render_template("console/sign_in.html", oidc=_oidc() is not None, dev=_dev_sign_in(), login_token=token, session=None)
+    response = Response(page)
+    _cookie(response, LOGIN_COOKIE, token, 600)
+    return response
+
+
+@bp.post("/sign-in/dev")
+def sign_in_dev() -> BaseResponse:
+    """Development sign-in (``TOOLGATE_CONSOLE_DEV_SIGN_IN``, never in production): a subject,
+    tenant and roles typed in."""
+    if not _dev_sign_in():
+        abort(404)
+    expected = request.cookies.get(LOGIN_COOKIE, "")
+    if not expected or not secrets.compare_digest(expected, request.form.get("login_token", "")):
+        raise Forbidden("the sign-in form expired; reload it")
+    roles = tuple(r for r in request.form.get("roles", "").replace(",", " ").split() if r)
+    try:
+        subject = Subject(id=request.form.get("subject", "").strip(), tenant=request.form.get("tenant", "").strip(), roles=roles)
+    except ValidationError:
+        raise ValidationFailed("subject, tenant and roles are needed") from None
+    if not subject.id or not subject.tenant or len(subject.id) > 256 or len(subject.tenant) > 256:
+        raise ValidationFailed("subject and tenant are needed")
+    return _start(subject, "development")
+
+
+@bp.get("/oidc/login")
+def oidc_login() -> BaseResponse:
+    client = _oidc()
+    if client is None:
+        abort(404)
+    url, login = client.login()
+    response = redirect(url)
+    _cookie(response, LOGIN_COOKIE, login.encode(), 600)
+    return response
+
+
+@bp.get("/oidc/callback")
+def oidc_callback() -> BaseResponse | tuple[str, int]:
+    client = _oidc()
+    if client is None:
+        abort(404)
+    try:
+        subject = client.callback(LoginState.decode(request.cookies.get(LOGIN_COOKIE)), request.args.to_dict())
+    except SignInFailed as exc:
+        log_fields(sign_in_refused=str(exc)[:200])
+        return render_template("console/error.html", error=Forbidden("sign-in refused"), problems=[], session=None), 403
+    return _start(subject, "oidc")
+
+
+@bp.post("/sign-out")
+@signed_in
+def sign_out(session: ConsoleSession) -> BaseResponse:
+    _sessions().delete(request.cookies.get(COOKIE))
+    response = redirect(url_for("console.sign_in"))
+    response.delete_cookie(COOKIE, path="/console")
+    return response
+
+
+# --- approver inbox ------------------------------------------------------------------------
+
+
+def _countdown(expires_ms: int, now_ms: int) -> str:
+    left = max(0, (expires_ms - now_ms) // 1000)
+    return f"{left // 3600}h {left % 3600 // 60}m" if left >= 3600 else f"{left // 60}m {left % 60}s"
+
+
+def _fields(approval: Approval) -> list[dict[str, Any]]:
+    """The top-level input members as form fields: strings as text, anything else as JSON;
+    redacted members read-only."""
+    fields = []
+    for name, value in approval.request.input.items():
+        kind = "string" if isinstance(value, str) else "json"
+        fields.append({"name": name, "kind": kind, "value": value if kind == "string" else json.dumps(value),
+                       "redacted": value == REDACTED})
+    return fields
+
+
+@bp.get("/inbox")
+@signed_in
+def inbox(session: ConsoleSession) -> str:
+    """Pending approvals of the approver's tenant, oldest first, in pages."""
+    approvals = current_deps().approvals
+    now = approvals.now_ms()
+    try:
+        pending, next_cursor = approvals.list_pending(session.subject, limit=20, cursor=request.args.get("cursor"))
+    except Forbidden:
+        pending, next_cursor = [], None
+        g.not_approver = True
+    items = [{"approval": a, "view": a.view(now), "fields": _fields(a), "countdown": _countdown(a.request.expires_at_ms, now),
+              "self": a.request.requester == session.subject.id} for a in pending]
+    return render_template("console/inbox.html", session=session, items=items, next_cursor=next_cursor,
+                           not_approver=g.get("not_approver", False), message=request.args.get("done"))
+
+
+def _edited_input(approval: Approval) -> dict[str, Any] | None:
+    """The input as edited in the form (None when unchanged). Raises ``ValidationFailed`` (422)
+    for a value that is not JSON where JSON is expected."""
+    edited: dict[str, Any] = {}
+    for field in _fields(approval):
+        name = field["name"]
+        raw = request.form.get(f"input.{name}")
+        if raw is None:  # removed from the form: removed from the input
+            continue
+        if field["kind"] == "string":
+            edited[name] = raw
+        else:
+            try:
+                edited[name] = json.loads(raw)
+            except ValueError:
+                raise ValidationFailed("an edited value is not valid JSON", http_status=422,
+                                       details={"problems": [{"path": f"/{name}", "message": "not valid JSON"}]}) from None
+    return None if edited == approval.request.input else edited
+
+
+def _scope(approval: Approval) -> GrantScopeBody | None:
+    kind = request.form.get("scope", "once")
+    if kind == "once":
+        return None
+    try:
+        minutes = int(request.form.get("scope_minutes", "0"))
+        pins = {f"/{f['name']}": {"eq": json.loads(f["value"]) if f["kind"] == "json" else f["value"]}
+                for f in _fields(approval) if request.form.get(f"pin.{f['name']}") and not f["redacted"]}
+        return GrantScopeBody.model_validate({"kind": kind, "ttl_s": minutes * 60, "constraints": pins})
+    except (ValueError, ValidationError):
+        raise ValidationFailed("the grant scope is not valid", http_status=422) from None
+
+
+@bp.post("/approvals/<approval_id>")
+@signed_in
+def answer(session: ConsoleSession, approval_id: str) -> BaseResponse:
+    """Approve (possibly narrowing the input, choosing a scope) or deny, with a reason."""
+    deps = current_deps()
+    approval = deps.approvals.find(session.subject, approval_id)
+    approved = request.form.get("decision") == "approve"
+    try:
+        body = ApprovalAnswerBody(
+            approved=approved, reason=request.form.get("reason", "")[:500],
+            input=_edited_input(approval) if approved else None, scope=_scope(approval) if approved else None,
+        )
+    except ValidationError:
+        raise ValidationFailed("the answer is not valid", http_status=422) from None
+    credential = Credential("console", secret_digest(request.cookies.get(COOKIE, "")))
+    answered, _ = answers.answer(deps, request_facts(), session.subject, credential, approval_id, body)
+    state = answered.state_at(deps.approvals.now_ms())
+    return redirect(url_for("console.inbox", done=f"{approval_id}: {state}"))
+
+
+@bp.get("/grants")
+@signed_in
+def grants(session: ConsoleSession) -> str:
+    """Standing scoped grants of the tenant, with their constraints, uses and a revoke button."""
+    found = current_deps().approvals.scoped_grants(session.subject)
+    return render_template("console/grants.html", session=session, grants=[g.view() for g in found])
+
+
+@bp.post("/grants/<grant_id>/revoke")
+@signed_in
+def revoke(session: ConsoleSession, grant_id: str) -> BaseResponse:
+    answers.revoke(current_deps(), request_facts(), session.subject, grant_id)
+    return redirect(url_for("console.grants"))
+
+
+# --- auditor views -------------------------------------------------------------------------
+
+
+def _query(deps: Deps, scope: AuditorScope) -> tuple[DecisionsParams, DecisionQuery]:
+    """The API's filters (``GET /v1/decisions``) from the page's query string; empty fields ignored."""
+    args = {k: v for k, v in request.args.items() if v.strip() and k in (*_FILTERS, "cursor", "limit")}
+    try:
+        params = DecisionsParams.model_validate(args)
+    except ValidationError as exc:
+        problems = [{"path": ".".join(str(p) for p in e["loc"]), "message": e["msg"]} for e in exc.errors(include_input=False)]
+        raise ValidationFailed("the search filters are not valid", details={"problems": problems[:20]}) from None
+    query = DecisionQuery(
+        tenant=scope.tenant_for(params.tenant), subject_id=params.subject, tool=params.tool, decision=params.decision,
+        event=params.event, error_code=params.error_code, request_id=params.request_id, approval_id=params.approval_id,
+        since=params.since, until=params.until,
+    )
+    return params, query
+
+
+def _filter_args() -> dict[str, str]:
+    return {k: v for k, v in request.args.items() if k in _FILTERS and v.strip()}
+
+
+@bp.get("/audit")
+@signed_in
+def audit(session: ConsoleSession) -> str:
+    """Decision search (the API's filters, cursor pages), per-tenant chain status and charts."""
+    deps = current_deps()
+    scope = auditor_scope(session.subject, deps.settings)
+    params, query = _query(deps, scope)
+    page = deps.decision_reader.query(query, limit=min(params.limit, 50), cursor=params.cursor)
+    tenants = [query.tenant] if query.tenant else deps.decision_reader.tenants()
+    started = time.monotonic()
+    chains = []
+    for tenant in tenants[:20]:
+        report = verify_chains(deps.decision_reader, checkpoint_key(deps.settings), tenants=[tenant])
+        chains.append({"tenant": tenant, "ok": report.ok, "records": report.records,
+                       "broken": report.broken.reason if report.broken else None,
+                       "seq": report.broken.seq if report.broken else None})
+    until = query.until or utc_now()
+    since = query.since or until - dt.timedelta(hours=24)
+    window = DecisionQuery(**{**query.__dict__, "since": since, "until": until})
+    drawn = charts.build(deps.decision_reader.iter_records(window), since=since, until=until)
+    filters = _filter_args()
+    return render_template(
+        "console/audit.html", session=session, records=page.records, next_cursor=page.next_cursor, filters=filters,
+        chains=chains, verified_in_ms=round((time.monotonic() - started) * 1000), charts=drawn,
+        chart_w=charts.CHART_W, chart_h=charts.CHART_H, outcomes=charts.OUTCOMES, since=rfc3339(since), until=rfc3339(until),
+        query_string=urlencode(filters), platform=scope.platform,
+    )
+
+
+def rfc3339(value: dt.datetime) -> str:
+    return rfc3339_ms(int(value.timestamp() * 1000))
+
+
+@bp.get("/audit/records/<decision_id>")
+@signed_in
+def record(session: ConsoleSession, decision_id: str) -> str:
+    """One record: every field, its chain position (seq, previous and own hash, neighbours) and
+    the records of the approval it belongs to."""
+    deps = current_deps()
+    scope = auditor_scope(session.subject, deps.settings)
+    found = deps.decision_reader.get(decision_id, tenant=scope.tenant_for(None)) if len(decision_id) == 26 else None
+    if found is None:
+        raise NotFound("no such decision")
+    related = []
+    if found.approval_id:
+        related = deps.decision_reader.query(DecisionQuery(tenant=found.tenant, approval_id=found.approval_id), limit=50).records
+    return render_template("console/record.html", session=session, record=found, fields=found.to_dict(), related=related,
+                           pretty=json.dumps(found.to_dict(), indent=2, ensure_ascii=False))
+
+
+@bp.get("/audit/export.<fmt>")
+@signed_in
+def export(session: ConsoleSession, fmt: str) -> BaseResponse:
+    """The records of the current filter as CSV or JSONL (streamed, newest first)."""
+    if fmt not in ("csv", "jsonl"):
+        abort(404)
+    deps = current_deps()
+    _, query = _query(deps, auditor_scope(session.subject, deps.settings))
+    writer = write_csv if fmt == "csv" else write_jsonl
+
+    def chunks() -> Iterator[str]:
+        batch: list[Any] = []
+        for item in deps.decision_reader.iter_records(query):
+            batch.append(item)
+            if len(batch) == 500:
+                yield _written(writer, batch)
+                batch = []
+        yield _written(writer, batch)
+
+    if fmt == "csv":  # one header row: written in one go
+        out = io.StringIO()
+        write_csv(deps.decision_reader.iter_records(query), out)
+        body = out.getvalue()
+        response = Response(body, mimetype="text/csv")
+    else:
+        response = Response(stream_with_context(chunks()), mimetype="application/x-ndjson")
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    response.headers["Content-Disposition"] = f'attachment; filename="decisions-{stamp}.{fmt}"'
+    return response
+
+
+def _written(writer: Callable[..., int], records: list[Any]) -> str:
+    out = io.StringIO()
+    writer(records, out)
+    return out.getvalue()

@@ -1,0 +1,165 @@
+"""The console in a real browser against a live gateway: sign in, see a pending approval,
+approve it with an edit, the tool service's retried call allowed with the edited input; the
+auditor's search, record detail and export; a POST without the CSRF token refused."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import requests
+
+from app.auth.dev_tokens import mint_dev_token
+from app.settings import Settings
+
+DEV = Settings()
+
+
+def token(sub: str, roles: list[str]) -> str:
+    return mint_dev_token(DEV, sub=sub, tenant="acme", roles=roles)
+
+
+def tool_service_decide(gateway, body: dict, key: str) -> dict:
+    headers = {"Authorization": f"Bearer {token('svc-payments', ['admin'])}", "Idempotency-Key": key}
+    resp = requests.post(gateway.url + "/v1/decide", json=body, headers=headers, timeout=10)
+    assert resp.status_code == 200, resp.text
+    return resp.json()
+
+
+def payment(amount: int) -> dict:
+    return {"tool": "processPayment", "tool_call_id": f"call_{uuid.uuid4().hex[:8]}",
+            "input": {"amount": amount, "currency": "EUR", "recipient": "acct_42"}, "context": {"conversation_id": "c-77"}}
+
+
+def sign_in(page, gateway, subject: str, roles: str) -> None:
+    page.context.clear_cookies()
+    page.goto(gateway.url + "/console/inbox")
+    assert page.url.endswith("/console/sign-in")
+    page.fill("#subject", subject)
+    page.fill("#tenant", "acme")
+    page.fill("#roles", roles)
+    page.click("#dev-sign-in")
+    page.wait_for_url("**/console/inbox")
+
+
+def test_approve_with_an_edit_in_the_console_and_the_retried_call_runs_it(gateway, browser, screenshot):
+    body = payment(1500)
+    key = uuid.uuid4().hex
+    asked = tool_service_decide(gateway, body, key)
+    assert asked["decision"] == "user-approval"
+    approval_id = asked["approval"]["approval_id"]
+    other = tool_service_decide(gateway, payment(4200), uuid.uuid4().hex)["approval"]["approval_id"]
+
+    page = browser.new_page()
+    errors: list[str] = []
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    sign_in(page, gateway, "u-approver", "approver auditor")
+    card = page.locator(f"article#{approval_id}")
+    assert card.locator("h2").inner_text().startswith("processPayment")
+    assert card.locator(".requester").inner_text() == "svc-payments"
+    assert "payment over 1000 needs approval" in card.locator(".reasons").inner_text()
+    assert card.locator(".rules").inner_text().strip() == "-"  # the test policy reports no rule ids
+    assert page.locator("article.approval").nth(0).get_attribute("id") == approval_id  # oldest first
+    assert page.locator(f"article#{other}").is_visible()
+    screenshot(page, "console-inbox", docs=True)
+
+    card.locator('input[name="input.amount"]').fill("1200")
+    card.locator('input[name="reason"]').fill("invoice 2291 is 1200")
+    card.locator("button.approve").click()
+    page.wait_for_url("**/console/inbox?done=*")
+    assert page.locator("#flash").inner_text() == f"{approval_id}: approved"
+    assert page.locator(f"article#{approval_id}").count() == 0
+    assert errors == []
+
+    # The tool service picks the grant up (long poll) and repeats the model's call as it was.
+    shown = requests.get(f"{gateway.url}/v1/approvals/{approval_id}?wait=5",
+                         headers={"Authorization": f"Bearer {token('svc-payments', ['admin'])}"}, timeout=10).json()
+    assert shown["approval"]["state"] == "approved"
+    retried = tool_service_decide(gateway, {**body, "approval": {"approval_id": approval_id, "grant": shown["grant"]}}, key)
+    assert retried["decision"] == "allow" and retried["ai_sdk_status"] == "approved"
+    assert retried["input"]["amount"] == 1200
+    assert retried["approval_edit"]["changes"] == [{"path": "/amount", "requested": 1500, "approved": 1200, "op": "replace"}]
+    assert retried["idempotency"]["state"] == "reserved"
+    page.close()
+
+
+def test_auditor_search_detail_and_export(gateway, browser, screenshot, tmp_path):
+    approval_id = tool_service_decide(gateway, payment(2500), uuid.uuid4().hex)["approval"]["approval_id"]
+    tool_service_decide(gateway, payment(150_000), uuid.uuid4().hex)  # denied
+    page = browser.new_page()
+    sign_in(page, gateway, "u-auditor", "auditor")
+    response = page.goto(gateway.url + "/console/audit")
+    assert "default-src 'none'" in response.headers["content-security-policy"]
+    assert page.locator('li.chain.ok[data-tenant="acme"]').is_visible()
+    assert page.locator("svg.chart rect").count() > 0
+    assert "processPayment" in page.locator(".tops").inner_text()
+    screenshot(page, "console-audit", docs=True)
+
+    page.fill('input[name="approval_id"]', approval_id)
+    page.click("#search")
+    page.wait_for_url(f"**approval_id={approval_id}**")
+    rows = page.locator("#records tbody tr")
+    assert rows.count() == 1
+    rows.first.locator("a.record-link").click()
+    page.wait_for_url("**/console/audit/records/*")
+    assert page.locator("#approval-id").inner_text() == approval_id
+    assert int(page.locator("#seq").inner_text()) >= 1
+    record = json.loads(page.locator("#record-json").inner_text())
+    assert record["approval_id"] == approval_id and record["decision"] == "user-approval"
+    screenshot(page, "console-record")
+
+    page.go_back()
+    with page.expect_download() as download:
+        page.click("#export-jsonl")
+    lines = [json.loads(line) for line in Path(download.value.path()).read_text().splitlines()]
+    assert [r["decision_id"] for r in lines] == [record["decision_id"]]
+    with page.expect_download() as download:
+        page.click("#export-csv")
+    csv_text = Path(download.value.path()).read_text()
+    assert csv_text.splitlines()[0].startswith("decision_id") and record["decision_id"] in csv_text
+    page.close()
+
+
+def test_a_post_without_the_csrf_token_is_refused_and_changes_nothing(gateway, browser):
+    approval_id = tool_service_decide(gateway, payment(1800), uuid.uuid4().hex)["approval"]["approval_id"]
+    page = browser.new_page()
+    sign_in(page, gateway, "u-approver-2", "approver")
+    # The browser's own cookies, a form post without (or with a wrong) CSRF token.
+    for form in ({"decision": "approve", "reason": "forged"}, {"decision": "approve", "csrf": "not-the-token"}):
+        resp = page.request.post(f"{gateway.url}/console/approvals/{approval_id}", form=form, max_redirects=0)
+        assert resp.status == 403
+        assert "CSRF" in resp.text()
+    page.reload()
+    assert page.locator(f"article#{approval_id}").is_visible()
+    shown = requests.get(f"{gateway.url}/v1/approvals/{approval_id}",
+                         headers={"Authorization": f"Bearer {token('u-approver-2', ['approver'])}"}, timeout=10).json()
+    assert shown["approval"]["state"] == "pending" and shown["approval"]["votes"] == []
+    page.close()
+
+
+def test_a_scoped_grant_chosen_in_the_inbox_is_listed_and_revoked_in_the_console(gateway, browser, screenshot):
+    approval_id = tool_service_decide(gateway, payment(1900), uuid.uuid4().hex)["approval"]["approval_id"]
+    page = browser.new_page()
+    sign_in(page, gateway, "u-approver-3", "approver")
+    card = page.locator(f"article#{approval_id}")
+    card.locator('select[name="scope"]').select_option("duration")
+    card.locator('input[name="scope_minutes"]').fill("30")
+    card.locator('input[name="pin.recipient"]').check()
+    card.locator("button.approve").click()
+    page.wait_for_url("**/console/inbox?done=*")
+    # A later payment to the pinned recipient needs no new approval; another recipient does.
+    later = tool_service_decide(gateway, payment(1700), uuid.uuid4().hex)
+    assert later["decision"] == "allow" and later["ai_sdk_status"] == "approved"
+    other = payment(1700)
+    other["input"]["recipient"] = "acct_77"
+    assert tool_service_decide(gateway, other, uuid.uuid4().hex)["decision"] == "user-approval"
+    page.goto(gateway.url + "/console/grants")
+    row = page.locator("table.records tbody tr").filter(has_text="svc-payments").first
+    assert '/recipient {"eq": "acct_42"}' in row.inner_text() and "duration" in row.inner_text()
+    screenshot(page, "console-grants")
+    row.locator("button.deny").click()
+    page.wait_for_url("**/console/grants")
+    assert "revoked" in page.locator("table.records tbody tr").first.inner_text()
+    assert tool_service_decide(gateway, payment(1700), uuid.uuid4().hex)["decision"] == "user-approval"
+    page.close()
