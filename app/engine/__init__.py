@@ -27,10 +27,10 @@ from app.settings import Settings
 
 def build_source(settings: Settings) -> PolicySource:
     """``TOOLGATE_POLICY_BUNDLE`` (an http(s) URL or a tarball path) if set, else the policy
-    directory."""
+    directory with the pushed tenant data (``TOOLGATE_TENANT_DATA_DIR``) over it."""
     where = settings.policy_bundle
     if where is None:
-        return DirectorySource(settings.policy_dir)
+        return DirectorySource(settings.policy_dir, tenant_data_dir=settings.tenant_data_dir)
     if where.startswith(("http://", "https://")):
         return BundleUrlSource(where, timeout_s=settings.policy_bundle_timeout_ms / 1000, max_bytes=MAX_BUNDLE_BYTES)
     return BundleFileSource(Path(where))

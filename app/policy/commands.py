@@ -6,7 +6,7 @@
     toolgate policy verify BUNDLE --verification-key KEY [--verification-alg ALG]
                           [--verification-key-id ID] [--scope SCOPE]
     toolgate policy push [DIR] [--url URL]
-    toolgate policy serve-bundle [DIR] [--bind HOST:PORT] [--name NAME] [--signing-key KEY ...]
+    toolgate policy serve-bundle [DIR] [--bind HOST:PORT] [--name NAME] [--tenant-data DIR] [--signing-key KEY ...]
     toolgate policy check [DIR] [--contracts DIR] [--strict] [--json]
     toolgate policy eval --input FILE|- [--dir DIR | --bundle FILE] [--explain [MODE]] [--json]
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -178,7 +179,8 @@ def _serve_bundle(args: argparse.Namespace) -> int:
         return 2
     directory = _policy_dir(args)
     try:
-        server = make_server(BundleCache(directory, sign=_signer(args)), args.name, host, int(port))
+        cache = BundleCache(directory, sign=_signer(args), tenant_data_dir=Path(args.tenant_data) if args.tenant_data else None)
+        server = make_server(cache, args.name, host, int(port))
     except OSError as exc:
         print(f"toolgate policy serve-bundle: cannot listen on {args.bind}: {exc.strerror}", file=sys.stderr)
         return 1
@@ -295,6 +297,10 @@ def add_policy_commands(sub: Any) -> None:
     serve.add_argument("dir", nargs="?", help="policy directory (default TOOLGATE_POLICY_DIR)")
     serve.add_argument("--bind", default="127.0.0.1:8282", help="HOST:PORT (default 127.0.0.1:8282)")
     serve.add_argument("--name", default="toolgate", help="bundle name in the URL (default toolgate)")
+    serve.add_argument(
+        "--tenant-data", metavar="DIR", default=os.environ.get("TOOLGATE_TENANT_DATA_DIR"),
+        help="pushed tenant data laid over DIR (default TOOLGATE_TENANT_DATA_DIR)",
+    )
     _signing_options(serve)
     serve.set_defaults(func=_serve_bundle)
 
