@@ -8,7 +8,7 @@
     toolgate policy push [DIR] [--url URL]
     toolgate policy serve-bundle [DIR] [--bind HOST:PORT] [--name NAME] [--tenant-data DIR] [--signing-key KEY ...]
     toolgate policy check [DIR] [--contracts DIR] [--strict] [--json]
-    toolgate policy eval --input FILE|- [--dir DIR | --bundle FILE] [--explain [MODE]] [--json]
+    toolgate policy eval --input FILE|- [--dir DIR | --bundle FILE] [--tenant-data DIR] [--explain [MODE]] [--json]
 
 Exit codes: 0 success, 1 a check failed (tests, coverage, compile, verification, a refused
 push), 2 usage or settings error.
@@ -240,8 +240,9 @@ def _eval(args: argparse.Namespace) -> int:
         print(f"toolgate policy eval: note: {note}", file=sys.stderr)
     settings = load_settings()
     try:
+        tenant_data = Path(args.tenant_data) if args.tenant_data else settings.tenant_data_dir
         bundle = read_policies(Path(args.dir) if args.dir else settings.policy_dir,
-                               Path(args.bundle) if args.bundle else None)
+                               Path(args.bundle) if args.bundle else None, tenant_data_dir=tenant_data)
         result = evaluate(bundle, policy_input, decision_path=settings.decision_path, explain=args.explain,
                           opa=opa_binary() if args.explain else None)
     except (PolicyLoadError, EvaluationError, RuntimeError) as exc:
@@ -319,5 +320,7 @@ def add_policy_commands(sub: Any) -> None:
     peval.add_argument("--explain", nargs="?", const="fails", choices=EXPLAIN_MODES, metavar="MODE",
                        help="also print a trace: notes, fails (the default), full or debug (opa eval --explain when "
                             "the opa binary is there, else the embedded engine's trace)")
+    peval.add_argument("--tenant-data", metavar="DIR",
+                       help="pushed tenant data laid over the directory (default TOOLGATE_TENANT_DATA_DIR)")
     peval.add_argument("--json", action="store_true", help="print the evaluation as JSON")
     peval.set_defaults(func=_eval)

@@ -242,8 +242,9 @@ def format_embedded_trace(events: list[dict[str, Any]], mode: ExplainMode) -> st
     return "\n".join(lines) or "(no trace events)"
 
 
-def read_policies(directory: Path | None, bundle_file: Path | None) -> PolicyBundle:
-    """The bundle of ``directory`` or of the tarball ``bundle_file``. Raises ``PolicyLoadError``."""
+def read_policies(directory: Path | None, bundle_file: Path | None, *, tenant_data_dir: Path | None = None) -> PolicyBundle:
+    """The bundle of the tarball ``bundle_file``, else of ``directory`` with the pushed tenant
+    data of ``tenant_data_dir`` over it, as the gateway reads them. Raises ``PolicyLoadError``."""
     from app.policy.bundle import read_directory, read_tarball
 
     if bundle_file is not None:
@@ -254,4 +255,4 @@ def read_policies(directory: Path | None, bundle_file: Path | None) -> PolicyBun
         return read_tarball(raw, source=str(bundle_file))
     if directory is None:
         raise PolicyLoadError("no policy directory or bundle given")
-    return read_directory(directory)
+    return read_directory(directory, tenant_data_dir=tenant_data_dir)

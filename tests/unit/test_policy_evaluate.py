@@ -18,6 +18,10 @@ from app.policy.toolchain import opa_binary
 from tests.conftest import POLICY_DIR
 
 DECISION = "toolgate/decision"
+PAYMENTS_REGO = POLICY_DIR / "tools" / "payments" / "payments.rego"
+#: The line of the payments family's first approval rule.
+APPROVAL_LINE = next(n for n, line in enumerate(PAYMENTS_REGO.read_text().splitlines(), start=1)
+                     if line.startswith("approval_required contains"))
 
 
 def _input(role: str, tool: str, args: dict, tenant: str = "acme") -> dict:
@@ -101,7 +105,7 @@ def test_explain_through_opa_shows_the_rules_entered_and_the_expressions_that_fa
     trace = result.trace or ""
     assert "| Enter data.tools.payments.approval_required" in trace
     assert "| Fail not data.tools.payments.amount_positive" in trace
-    shown = (str(POLICY_DIR / "tools" / "payments" / "payments.rego") + ":36", "policies/tools/payments/payments.rego:36")
+    shown = (f"{PAYMENTS_REGO}:{APPROVAL_LINE}", f"policies/tools/payments/payments.rego:{APPROVAL_LINE}")
     assert any(line.startswith(shown) for line in trace.splitlines())
     assert '"decision": "user-approval"' not in trace  # the result is printed once, above the trace
 
@@ -115,7 +119,7 @@ def test_explain_without_opa_is_the_embedded_engines_trace() -> None:
     result = evaluate(read_directory(POLICY_DIR), PAYMENT, decision_path=DECISION, explain="fails")
     assert result.trace_source == "embedded engine trace, fails"
     lines = (result.trace or "").splitlines()
-    assert any("Enter approval_required contains" in line and "payments.rego:36" in line for line in lines)
+    assert any("Enter approval_required contains" in line and f"payments.rego:{APPROVAL_LINE}" in line for line in lines)
     assert any("Fail" in line and '{"fallback": 1000, "name": "payment_approval_amount"}' in line for line in lines)
     assert all(" Enter " in line or " Fail " in line for line in lines)
     assert lines[1].startswith("policies/toolgate/decision.rego:") or lines[1].startswith(str(POLICY_DIR))
@@ -145,6 +149,23 @@ def test_cli_reads_a_file_or_stdin_and_prints_json(tmp_path: Path, monkeypatch, 
     assert document["matched_rules"] == [{"id": "payments.amount_over_threshold", "effect": "approval",
                                           "message": "payment over 1000 needs approval"}]
     assert document["trace_source"] == "opa eval --explain=fails" and "Enter" in document["trace"]
+
+
+def test_cli_lays_pushed_tenant_data_over_the_directory(tmp_path: Path, capsys) -> None:
+    """A payment of 1500 needs approval under the default limit of 1000; with acme's pushed
+    limits.payment_approval_amount of 2000 it is allowed, under the revision the gateway reads."""
+    call = tmp_path / "call.json"
+    call.write_text(json.dumps(PAYMENT))
+    pushed = tmp_path / "tenant-data"
+    (pushed / "acme").mkdir(parents=True)
+    (pushed / "acme" / "data.json").write_text(json.dumps({"limits": {"payment_approval_amount": 2000}}))
+    assert main(["policy", "eval", "--input", str(call), "--dir", str(POLICY_DIR), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["decision"] == "user-approval"
+    assert main(["policy", "eval", "--input", str(call), "--dir", str(POLICY_DIR), "--json",
+                 "--tenant-data", str(pushed)]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["decision"] == "allow"
+    assert document["policy_revision"] == read_directory(POLICY_DIR, tenant_data_dir=pushed).revision
 
 
 def test_cli_exit_codes(tmp_path: Path, capsys) -> None:
