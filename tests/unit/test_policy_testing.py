@@ -59,6 +59,7 @@ def test_shipped_tests_cover_every_package():
     packages = {case.package for case in discover_tests(POLICY_DIR)}
     assert packages == {
         "toolgate_test",
+        "toolgate.capability_test",
         "toolgate.lib_test",
         "tools.banking_test",
         "tools.commands_test",
