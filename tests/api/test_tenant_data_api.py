@@ -1,12 +1,14 @@
 """Tenant data pushed through ``/v1/policy/tenants/<tenant>/data``: a push changes what the
 policy decides and the policy revision every decision names, is recorded in the tenant's chain,
 is refused whole when it is not valid tenant data, and only operators of the tenant (or of the
-platform tenant) may read or push it. Through the real app, embedded engine and SQLite log."""
+platform tenant) may read or push it. Through the real app, embedded engine and SQLite log,
+and a real OPA sidecar polling the development bundle service."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import threading
 import time
 import uuid
 
@@ -14,8 +16,11 @@ import pytest
 
 from app.audit.queries import DecisionQuery
 from app.policy.bundle import read_directory
+from app.policy.bundle_server import BundleCache, make_server
 from tests.conftest import POLICY_DIR
 from tests.support.calls import auth, decide_body
+from tests.support.opa_process import OpaProcess
+from tests.support.servers import free_port
 
 TENANT = "bank-demo"
 URL = f"/v1/policy/tenants/{TENANT}/data"
@@ -186,3 +191,34 @@ def test_a_push_that_would_not_reach_the_policy_is_refused_and_recorded(make_app
         DecisionQuery(tenant=TENANT, event="tenant_data_put"), limit=10
     ).records
     assert record.error_code == "CONFLICT" and "refused" in record.reasons[0]
+
+
+def test_the_opa_sidecar_polls_the_pushed_data_from_the_bundle_service(make_app, policies, tmp_path):
+    """``toolgate policy serve-bundle`` lays the overlay over the directory: OPA, polling it,
+    activates the revision the push answered and decides with the pushed payee."""
+    overlay = tmp_path / "tenant-data"
+    bundles = make_server(BundleCache(policies, tenant_data_dir=overlay), "toolgate", "127.0.0.1", free_port())
+    threading.Thread(target=bundles.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+    host, port = bundles.server_address[:2]
+    config = {
+        "services": {"bundles": {"url": f"http://{host}:{port}"}},
+        "bundles": {"toolgate": {"service": "bundles", "resource": "/bundles/toolgate.tar.gz",
+                                 "polling": {"min_delay_seconds": 1, "max_delay_seconds": 1}}},
+    }
+    opa = OpaProcess(tmp_path / "opa", config=config).start()
+    try:
+        client = make_app(engine="opa", opa_url=opa.url, policy_dir=policies, tenant_data_dir=overlay).test_client()
+        assert _transfer(client, NEW_PAYEE)["decision"] == "user-approval"
+        data = _shipped(policies)
+        data["counterparties"]["payees"].append(NEW_PAYEE)
+        pushed = client.put(URL, json=data, headers=OPERATOR)
+        assert pushed.status_code == 200, pushed.get_json()
+        revision = pushed.get_json()["policy_revision"]
+        deadline = time.monotonic() + 10
+        while (seen := _transfer(client, NEW_PAYEE))["policy_revision"] != revision and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert (seen["decision"], seen["policy_revision"]) == ("allow", revision)
+    finally:
+        opa.stop()
+        bundles.shutdown()
+        bundles.server_close()
