@@ -45,6 +45,7 @@ def build_deps(
     from app.receipts.keys import key_document
     from app.receipts.signer import receipt_signer
     from app.redis_client import build_redis
+    from app.session.store import SessionStore
 
     redis = build_redis(settings)  # the one Redis client of this process; share it
     decision_store = open_from_settings(settings)  # creates or migrates the schema if reachable
@@ -63,6 +64,7 @@ def build_deps(
         redis=redis,
         idempotency=IdempotencyStore.from_settings(redis, settings),
         approvals=ApprovalService.from_settings(redis, settings),
+        sessions=SessionStore(redis, settings),
         decision_log=decision_log,
         decision_reader=decision_store,
         recorder=Recorder(decision_log, key_hash_secret=settings.audit_key_hash_secret.get_secret_value()),

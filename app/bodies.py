@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from decimal import Decimal
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -37,10 +38,19 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+class _InexactNumber(ValueError):
+    """A JSON number whose digits a 64-bit float cannot keep."""
+
+
 def _finite_float(text: str) -> float:
+    """``text`` as a float, refused when it is out of range or when the float is another number
+    (``50.000000000000001`` would become ``50.0``: the policy would judge one amount and the tool
+    service, parsing the caller's text exactly, could execute another)."""
     value = float(text)
     if not math.isfinite(value):
         raise ValueError("number out of range")
+    if Decimal(repr(value)) != Decimal(text):
+        raise _InexactNumber(text)
     return value
 
 
@@ -53,7 +63,8 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def parse_json_object(body: bytes) -> dict[str, Any]:
     """Parse a request body as one JSON object (RFC 8259): UTF-8, no NaN/Infinity, no duplicate
-    keys, finite numbers. Raises ``ValidationFailed`` (400) with a safe message."""
+    keys, finite numbers that a 64-bit float represents as written (RFC 8259 §6: beyond that,
+    implementations disagree). Raises ``ValidationFailed`` (400) with a safe message."""
     try:
         data = json.loads(
             body.decode("utf-8"),
@@ -61,6 +72,10 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
             parse_float=_finite_float,
             object_pairs_hook=_no_duplicate_keys,
         )
+    except _InexactNumber:
+        raise ValidationFailed(
+            "request body has a number with more digits than a 64-bit float keeps", http_status=400
+        ) from None
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise ValidationFailed("request body is not valid JSON", http_status=400) from None
     if not isinstance(data, dict):

@@ -33,6 +33,8 @@ Metrics (all counters end in ``_total``):
   decided with, 0 for the one before (per worker: ``liveall``).
 - ``toolgate_audit_checkpoints_total{kind,outcome}``: signed checkpoint statements written
   (kind register, checkpoint; outcome ok, error: a sink failed, tried again at the next flush).
+- ``toolgate_session_limits_total{outcome}`` (reserved, refused, given_back): limit shares;
+  ``toolgate_rate_limited_total{scope}`` (tenant, subject): calls refused with 429.
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from prometheus_client import REGISTRY as DEFAULT_REGISTRY
 
 #: The phases of ``toolgate_phase_seconds`` (label ``phase``), in pipeline order.
-PHASES = ("auth", "validate", "idempotency", "grant", "policy", "approval", "reserve", "log", "total")
+PHASES = (
+    "auth", "validate", "idempotency", "grant", "session", "policy", "limits", "approval", "reserve", "note", "log", "total",
+)
 
 DECISIONS = Counter(
     "toolgate_decisions_total", "Decisions returned by /v1/decide.", ["tool", "version", "decision"]
@@ -115,6 +119,10 @@ POLICY_REVISION = Gauge(
     ["revision"],
     multiprocess_mode="liveall",
 )
+SESSION_LIMITS = Counter(
+    "toolgate_session_limits_total", "Limit shares by outcome: reserved, refused (the call was denied), given_back.", ["outcome"]
+)
+RATE_LIMITED = Counter("toolgate_rate_limited_total", "Decide calls refused with 429 RATE_LIMITED, by the limit's scope.", ["scope"])
 _revision = [""]
 
 

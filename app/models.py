@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints
 from app.vocabulary import (
     CALL_ID_PATTERN,
     DECISION_ID_PATTERN,
+    LIMIT_ID_PATTERN,
     NAMESPACE_PATTERN,
     RESERVATION_TOKEN_PATTERN,
     RULE_ID_PATTERN,
@@ -103,6 +104,35 @@ class MatchedRule(BaseModel):
     message: str
 
 
+class LimitSpec(BaseModel):
+    """A count or budget the gateway enforces atomically when it answers ``allow`` (the
+    decision document's ``limits``, docs/session.md): at most ``max`` within ``window_s``
+    seconds per ``scope`` (the verified subject, or the subject's conversation). Each allowed
+    call reserves one unit, or the number at the input's ``amount_field`` (a JSON Pointer)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(pattern=LIMIT_ID_PATTERN)
+    scope: Literal["subject", "conversation"]
+    window_s: int = Field(gt=0, le=31 * 86_400)
+    max: float = Field(ge=0, le=2**53 / 1_000_000)
+    amount_field: str | None = Field(default=None, pattern=r"^(/[^/]*)+$")
+    message: str | None = Field(default=None, min_length=1, max_length=500)
+
+
+class RateLimitSpec(BaseModel):
+    """A rate limit: at most ``count`` decide calls per ``per_s`` seconds per ``scope`` (the
+    tenant, or the verified subject); the decision document's ``rate_limits`` and
+    ``TOOLGATE_RATE_LIMIT_PER_SUBJECT`` (docs/session.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(pattern=LIMIT_ID_PATTERN)
+    scope: Literal["tenant", "subject"]
+    count: int = Field(ge=1, le=1_000_000)
+    per_s: int = Field(ge=1, le=86_400)
+
+
 class EscalationRule(BaseModel):
     """``approval.escalation`` of a policy decision: unanswered after ``after_s`` seconds, the
     holders of ``roles`` are notified and may answer too."""
@@ -135,6 +165,10 @@ class PolicyDecision(BaseModel):
     engine_decision_id: str | None = None
     #: The revision of the policy snapshot that evaluated (None: ask the engine).
     policy_revision: str | None = None
+    #: Counts and budgets to reserve when the call is allowed.
+    limits: tuple[LimitSpec, ...] = ()
+    #: Rate limits this call counts against, whatever the decision.
+    rate_limits: tuple[RateLimitSpec, ...] = ()
 
 
 class ErrorInfo(BaseModel):
@@ -450,6 +484,11 @@ class ToolDescription(BaseModel):
     sensitive_paths: list[str]
     idempotency_key_field: str | None
     lease_s: int | None
+    amount_fields: list[str] = []
+    counterparty_fields: list[str] = []
+    resource_fields: list[str] = []
+    output_labels: list[str] = []
+    output_counterparty_fields: list[str] = []
     input_schema: dict[str, Any]
     output_schema: dict[str, Any] | None
 

@@ -15,6 +15,7 @@ from app.engine.base import PolicyEngine
 from app.idempotency.store import IdempotencyStore
 from app.receipts.signer import ReceiptSigner
 from app.redis_client import RedisConnection
+from app.session.store import SessionStore
 from app.settings import Settings
 
 
@@ -36,6 +37,7 @@ class Deps:
     redis: RedisConnection
     idempotency: IdempotencyStore
     approvals: ApprovalService
+    sessions: SessionStore
     decision_log: DecisionLog
     decision_reader: DecisionLogReader
     recorder: Recorder

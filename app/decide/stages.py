@@ -22,6 +22,7 @@ from app.contracts.contract import ToolContract
 from app.contracts.redaction import redact
 from app.idempotency.store import PendingCall
 from app.models import ApprovalInfo, DecideRequest, DecideResponse, IdempotencyInfo, PolicyDecision, Subject
+from app.session.store import Share
 from app.vocabulary import qualified_tool
 
 S = TypeVar("S", bound="Received")
@@ -91,6 +92,8 @@ class ToolFacts:
     risk: str
     annotations: ToolAnnotations | None = None
     namespace: str = ""
+    #: The contract's ``output_labels``: what a result of this tool brings into the session.
+    output_labels: tuple[str, ...] = ()
 
     @property
     def qualified(self) -> str:
@@ -106,6 +109,7 @@ class ToolFacts:
             "registered": self.registered,
             "mutating": self.mutating,
             "risk": self.risk,
+            "output_labels": list(self.output_labels),
         }
         if self.annotations is not None:
             facts["annotations"] = self.annotations.as_input()
@@ -172,12 +176,15 @@ class Prepared(Validated):
 
 @dataclass(frozen=True)
 class Decided(Prepared):
-    """The final decision and the response that carries it."""
+    """The final decision and the response that carries it; ``noted``: the call's event is in
+    the session (not for a dry run), holding ``shares`` of its limits."""
 
     decision: PolicyDecision
     approval: ApprovalInfo | None
     idempotency: IdempotencyInfo | None
     response: DecideResponse
+    noted: bool = False
+    shares: tuple[Share, ...] = ()
 
 
 def advance(stage: Received, cls: type[S], **learnt: Any) -> S:

@@ -1,7 +1,8 @@
 """The policy engine interface and the strict normalization of whatever an engine returns.
 
 Normalization (DESIGN §3): only an object whose ``decision`` is exactly ``allow``, ``deny`` or
-``user-approval`` counts. Anything else (a bare ``true``, ``"false"``, ``"yes"``, ``1``, ``{}``,
+``user-approval`` counts; its ``limits`` and ``rate_limits`` (docs/session.md), when present,
+must be well formed too. Anything else (a bare ``true``, ``"false"``, ``"yes"``, ``1``, ``{}``,
 a list, an unknown word, reasons that are not a list of strings, no result at all) becomes a
 ``deny`` with the stable reason ``"no policy decision"``; the detail goes to the log and the
 ``toolgate_policy_invalid_results_total`` metric.
@@ -10,12 +11,12 @@ a list, an unknown word, reasons that are not a list of strings, no result at al
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from pydantic import ValidationError
 
 from app.bodies import release_validation_error
-from app.models import DecisionWord, EscalationRule, MatchedRule, PolicyDecision
+from app.models import DecisionWord, EscalationRule, LimitSpec, MatchedRule, PolicyDecision, RateLimitSpec
 from app.vocabulary import GRANT_SCOPES
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,8 @@ _APPROVAL_MEMBERS = frozenset(
     {"reason", "approver_roles", "ttl_s", "quorum", "allow_self_approval", "escalation", "grant_scopes", "max_grant_ttl_s"}
 )
 _MAX_MATCHED_RULES = 64
+_MAX_LIMITS = 16
+Spec = TypeVar("Spec", LimitSpec, RateLimitSpec)
 
 
 class PolicyEngine(Protocol):
@@ -114,6 +117,8 @@ def _parse(result: Any, policy_revision: str | None) -> PolicyDecision:
         if "ttl_s" in approval:
             fields["approval_ttl_s"] = _whole(approval["ttl_s"], "approval.ttl_s", 1, _MAX_TTL_S)
         fields.update(_approval_rules(approval))
+    fields["limits"] = _specs(result, "limits", LimitSpec)
+    fields["rate_limits"] = _specs(result, "rate_limits", RateLimitSpec)
     return PolicyDecision(decision=cast(DecisionWord, word), reasons=reasons, policy_revision=policy_revision, **fields)
 
 
@@ -164,6 +169,23 @@ def _approval_rules(approval: dict[str, Any]) -> dict[str, Any]:
     if "max_grant_ttl_s" in approval:
         rules["approval_max_grant_ttl_s"] = _whole(approval["max_grant_ttl_s"], "approval.max_grant_ttl_s", 1, 30 * 86_400)
     return rules
+
+
+def _specs(result: dict[str, Any], member: str, model: type[Spec]) -> tuple[Spec, ...]:
+    """The ``limits`` / ``rate_limits`` of a result (absent: none); a malformed one makes the
+    whole result invalid, so a limit the policy meant can never be dropped silently."""
+    items = result.get(member, [])
+    if not isinstance(items, list) or len(items) > _MAX_LIMITS:
+        raise InvalidPolicyResult(f"{member} is not a list of at most {_MAX_LIMITS} objects")
+    try:
+        specs = tuple(model.model_validate(item) for item in items)
+    except ValidationError as exc:
+        problem = exc.errors()[0]["msg"]
+        release_validation_error(exc)
+        raise InvalidPolicyResult(f"{member}: {problem}") from None
+    if len({spec.id for spec in specs}) != len(specs):
+        raise InvalidPolicyResult(f"{member} names one id twice")
+    return specs
 
 
 def normalize(

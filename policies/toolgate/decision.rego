@@ -11,6 +11,8 @@
 #   Written for speed: every rule here is evaluated on every call (docs/policy-authors.md).
 package toolgate
 
+import data.toolgate.lib
+
 # --- subject and tool --------------------------------------------------------------------
 
 # A registered tool is usable only if one of the subject's roles (verified claims) lists it.
@@ -365,7 +367,8 @@ approval_reasons := sort({r.message | some r in approvals})
 # description: |
 #   {"decision": "allow"|"deny"|"user-approval", "reasons": [string],
 #    "matched_rules": [{"id", "effect": "deny"|"approval"|"allow", "message"}],
-#    "approval"?: {"reason", "approver_roles", "ttl_s", "quorum"?, "allow_self_approval"?}}
+#    "approval"?: {"reason", "approver_roles", "ttl_s", "quorum"?, "allow_self_approval"?},
+#    "limits"?: [limit] (an allow's), "rate_limits"?: [rate limit]} (docs/session.md)
 # entrypoint: true
 # scope: document
 default decision := {
@@ -374,7 +377,12 @@ default decision := {
 	"matched_rules": [{"id": "toolgate.no_rule_allows", "effect": "deny", "message": "no policy rule allows this call"}],
 }
 
-decision := {"decision": "allow", "reasons": ["allowed by policy"], "matched_rules": sort(_lone_allowed)} if {
+decision := object.union(verdict, allow_members) if {
+	verdict.decision == "allow"
+} else := object.union(verdict, rate_limits_member)
+
+# The verdict: deny > user-approval > allow > default deny.
+verdict := {"decision": "allow", "reasons": ["allowed by policy"], "matched_rules": sort(_lone_allowed)} if {
 	# The common case first, from the one claiming family's sets alone (what the full
 	# resolution below answers for it, with less work): granted, no deny, no approval rule,
 	# well-formed allows, no rejected approval.
@@ -404,3 +412,24 @@ decision := {"decision": "allow", "reasons": ["allowed by policy"], "matched_rul
 } if {
 	count(approvals) > 0
 } else := {"decision": "allow", "reasons": ["allowed by policy"], "matched_rules": matched_rules}
+
+# --- what the gateway enforces (docs/session.md) -----------------------------------------------
+
+# The consulted families' counts and budgets (`limits contains lib.count_limit(...)`), which
+# the gateway reserves atomically when it answers allow, and the rate limits of policy data
+# (lib.rate_limits), which count every decision: members of the decision (above) only when
+# they have entries.
+family_limits := sort([limit | some family in families; some limit in data.tools[family].limits])
+
+rate_limit_list := sort([rate | some rate in lib.rate_limits])
+
+default limits_member := {}
+
+limits_member := {"limits": family_limits} if count(family_limits) > 0
+
+default rate_limits_member := {}
+
+rate_limits_member := {"rate_limits": rate_limit_list} if count(rate_limit_list) > 0
+
+# What an allow carries; a deny or a user-approval carries the rate limits only.
+allow_members := object.union(limits_member, rate_limits_member)

@@ -10,17 +10,19 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
 from app import create_app
 from app.settings import Settings
 from tests.conftest import CONTRACTS_DIR, POLICY_DIR
-from tests.support.jwks_server import JwksServer
 from tests.support.calls import AUDIENCE, ISSUER
+from tests.support.jwks_server import JwksServer
 from tests.support.keys import EC1, K1, jwks
 from tests.support.opa_server import OpaTestServer
+
 
 @pytest.fixture(scope="session")
 def jwks_server():
@@ -44,6 +46,9 @@ def base_settings(jwks_server: JwksServer, redis_server, tmp_path) -> dict[str, 
         "jwt_jwks_cache_s": 2,
         "jwt_jwks_refetch_cooldown_s": 10,
         "redis_url": redis_server.url,
+        # Every decide call reads and writes its session in Redis: a loaded test machine must
+        # not turn a slow answer into a 503 (tests of timeouts set their own).
+        "redis_socket_timeout_ms": 2000,
         "audit_dsn": str(tmp_path / "decisions.sqlite"),
         "checkpoint_file": tmp_path / "checkpoints.jsonl",
         "approval_keys": "k-test:" + "a" * 32 + ",k-old:" + "b" * 32,

@@ -153,7 +153,7 @@ def test_the_approver_narrows_the_input_and_the_retried_call_runs_the_approved_i
     assert used.input_fingerprint == answered.input_fingerprint != asked.input_fingerprint
 
 
-def test_an_edit_is_validated_against_the_contract_and_may_not_add_members(gateway):
+def test_an_edit_is_validated_against_the_contract_and_may_not_add_members_or_raise_numbers(gateway):
     gw = gateway()
     approval_id = gw.ask(pay(1500))
     for edited in ({"amount": -5, "currency": "EUR", "recipient": "acct_42"},
@@ -162,6 +162,9 @@ def test_an_edit_is_validated_against_the_contract_and_may_not_add_members(gatew
         resp = gw.answer(approval_id, input=edited)
         assert resp.status_code == 422, (edited, resp.get_json())
         assert resp.get_json()["error"]["code"] == "VALIDATION_ERROR"
+    raised = gw.answer(approval_id, input={"amount": 99999, "currency": "EUR", "recipient": "acct_42"})
+    assert raised.status_code == 422 and raised.get_json()["error"]["retryable"] is False
+    assert raised.get_json()["error"]["details"]["problems"] == [{"path": "/amount", "message": "larger than the requested value"}]
     # Nothing was stored by the refused edits: the approval is still pending.
     shown = gw.client.get(f"/v1/approvals/{approval_id}", headers=auth(*APPROVER)).get_json()
     assert shown["approval"]["state"] == "pending" and shown["approval"]["votes"] == []
@@ -429,3 +432,24 @@ def test_the_shipped_payments_policy_needs_two_approvers_above_its_quorum_amount
     presented = {**body, "approval": {"approval_id": approval_id, "grant": second["grant"]}}
     allowed = client.post("/v1/decide", json=presented, headers={**auth(*ADMIN), "Idempotency-Key": uuid.uuid4().hex}).get_json()
     assert allowed["decision"] == "allow", allowed
+
+
+def test_a_call_a_scoped_grant_lets_through_has_a_receipt_naming_the_grant(gateway, tmp_path):
+    """The receipt and the decision record agree on the approval that let the call through."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from app.receipts.keys import PublicKeys, private_key_pem
+    from app.receipts.verify import verify_receipt
+
+    key_file = tmp_path / "receipt.pem"
+    key_file.write_bytes(private_key_pem(Ed25519PrivateKey.generate()))
+    gw = gateway({"grant_scopes": ["once", "duration"], "max_grant_ttl_s": 3600}, receipt_key_files=[str(key_file)])
+    approval_id = gw.ask(pay(1500))
+    scope = {"kind": "duration", "ttl_s": 600, "constraints": {"/amount": {"max": 2000}}}
+    assert gw.answer(approval_id, scope=scope).status_code == 200
+    later = gw.decide(pay(1800)).get_json()
+    assert later["decision"] == "allow", later
+    keys = PublicKeys.from_jwks(gw.client.get("/.well-known/toolgate-keys").get_json()["keys"])
+    claims = verify_receipt(later["receipt"], keys).claims
+    [record] = gw.records(decision="allow", event="decide")
+    assert claims.grant_id == record.approval_id == approval_id

@@ -105,4 +105,4 @@ def test_tenant_overlays_load_at_their_tenant(engine):
         assert isinstance(overlay, dict) and set(overlay) <= TENANT_KEYS, path
         assert engine.eval_document("tenants")[path.parent.name] == overlay
     root = json.loads((POLICY_DIR / "data.json").read_text(encoding="utf-8"))
-    assert set(root) == {"roles", "approvals"}
+    assert set(root) == {"roles", "approvals", "rate_limits"}
