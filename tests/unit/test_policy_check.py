@@ -80,12 +80,12 @@ def test_two_families_claiming_one_tool_is_an_error_unless_each_shares(tree) -> 
     finding = report.findings[0]
     assert finding.message == 'tool readFile (namespace "") is claimed by families files and tickets without shared_with'
     # Pointed at the claim of the first family, files; the tickets claim names the same tool.
-    assert (finding.file, finding.line) == (str(tree[0] / "tools" / "files" / "files.rego"), 27)
+    files = tree[0] / "tools" / "files" / "files.rego"
+    assert (finding.file, finding.line) == (str(files), _line_of(files, 'governs["readFile"]'))
     assert line > 0
 
     tickets.write_text(tickets.read_text().replace(
         'governs.readFile := {"versions": ["1"]}', 'governs.readFile := {"versions": ["1"], "shared_with": ["files"]}'))
-    files = tree[0] / "tools" / "files" / "files.rego"
     files.write_text(files.read_text().replace(
         'governs["readFile"] := {"versions": ["1"]}', 'governs["readFile"] := {"versions": ["1"], "shared_with": ["tickets"]}'))
     assert _check(tree).findings == []
@@ -105,7 +105,8 @@ def test_versions_are_considered(tree) -> None:
         'governs["readFile"] := {"versions": ["1"]}', 'governs["readFile"] := {"versions": ["1", "2"]}'))
     report = _check(tree)
     assert report.findings == [Finding(
-        "error", "no_contract", "family files governs tool readFile v2, which has no contract", str(files), 27)]
+        "error", "no_contract", "family files governs tool readFile v2, which has no contract", str(files),
+        _line_of(files, 'governs["readFile"]'))]
 
 
 def test_namespaces_are_considered(tree) -> None:

@@ -126,11 +126,13 @@ def test_a_fixtures_failure_shows_the_decision_and_its_matched_rules(policy_copy
     ))
     report = run_policy_tests(policy_copy)
     (failed,) = [r for r in report.results if r.outcome != "pass"]
+    fixtures = (policy_copy / "toolgate" / "fixtures" / "fixtures_test.rego").read_text().splitlines()
+    printed = next(n for n, line in enumerate(fixtures, start=1) if line.strip() == 'print("decision:", d)')
     assert failed.details[:2] == (
-        'toolgate/fixtures/fixtures_test.rego:102: decision: {"decision": "allow", "matched_rules": [{"effect": '
+        f'toolgate/fixtures/fixtures_test.rego:{printed}: decision: {{"decision": "allow", "matched_rules": [{{"effect": '
         '"allow", "id": "tickets.valid_ticket", "message": "a ticket that matches its contract"}], "reasons": '
         '["allowed by policy"]}',
-        'toolgate/fixtures/fixtures_test.rego:103: expected: {"decision": "deny"}',
+        f'toolgate/fixtures/fixtures_test.rego:{printed + 1}: expected: {{"decision": "deny"}}',
     )
     assert failed.details[2].startswith("tools/tickets/tickets_test.rego:")
     assert ": failed: fixtures.expect(fixtures.call(fixtures.agent" in failed.details[2]
