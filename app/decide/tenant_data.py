@@ -73,6 +73,14 @@ def read(settings: Settings, tenant: str) -> StoredData:
     raise NotFound("this tenant has no data")
 
 
+def _current_version(settings: Settings, tenant: str) -> str | None:
+    """The version ``read`` answers for ``tenant``, None when it has no data."""
+    try:
+        return read(settings, tenant).version
+    except NotFound:
+        return None
+
+
 def _pushable(settings: Settings) -> Path:
     """The overlay directory, or ``Conflict`` when pushed data would not reach the policy."""
     if settings.tenant_data_dir is None:
@@ -84,14 +92,18 @@ def _pushable(settings: Settings) -> Path:
     return Path(settings.tenant_data_dir)
 
 
-def push(deps: Deps, request: RequestFacts, subject: Subject, tenant: str, document: Any) -> PushedData:
+def push(
+    deps: Deps, request: RequestFacts, subject: Subject, tenant: str, document: Any, *, if_match: str | None = None
+) -> PushedData:
     """Validate ``document`` (a parsed JSON value) and store it as ``tenant``'s data, replacing
     what was pushed before; recorded whatever the outcome (refusals included) in ``tenant``'s
-    chain. The answering worker reloads at once, the others at their next poll.
+    chain. The answering worker reloads at once, the others at their next poll. ``if_match``:
+    the version (``read(...).version``) the push replaces; another current version refuses it.
 
     Raises ``Forbidden``, ``ValidationFailed`` (422 with ``details.problems`` for data outside
-    the schema), ``Conflict`` (409: pushes are off or would not reach the policy),
-    ``DependencyUnavailable`` (the data or the record cannot be written; nothing is kept).
+    the schema), ``Conflict`` (409: pushes are off or would not reach the policy, or the data
+    changed since ``if_match``), ``DependencyUnavailable`` (the data or the record cannot be
+    written; nothing is kept).
     """
     settings = deps.settings
     authorize(settings, subject, tenant)
@@ -107,9 +119,12 @@ def push(deps: Deps, request: RequestFacts, subject: Subject, tenant: str, docum
             ) from None
         store = TenantDataStore(root)
         try:
-            previous = store.read(tenant)
-            state["store"], state["previous"] = store, previous
-            store.write(tenant, raw)
+            with store.locked(tenant):
+                if if_match is not None and if_match != _current_version(settings, tenant):
+                    raise Conflict("the tenant data changed since the version in If-Match: read it again")
+                previous = store.read(tenant)
+                state["store"], state["previous"] = store, previous
+                store.write(tenant, raw)
         except OSError:
             raise DependencyUnavailable("tenant data cannot be stored") from None
         try:

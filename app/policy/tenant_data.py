@@ -16,11 +16,14 @@ The documented keys (docs/policy-authors.md "Tenant data") are the only ones acc
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
 import re
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -136,6 +139,19 @@ class TenantDataStore:
         if not is_tenant_with_data(tenant):
             raise ValueError(f"tenant id {tenant!r} cannot have data")
         return self.root / tenant / DATA_FILE
+
+    @contextmanager
+    def locked(self, tenant: str) -> Iterator[None]:
+        """Hold ``tenant``'s lock (``flock`` on ``<root>/<tenant>/.lock``, across processes on
+        this machine) for a read-compare-write. Raises ``OSError``."""
+        folder = self._path(tenant).parent
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / ".lock", "a+b") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
 
     def read(self, tenant: str) -> bytes | None:
         """The pushed bytes of ``tenant``, or None when it has none. Raises ``OSError``."""

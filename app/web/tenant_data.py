@@ -10,13 +10,14 @@ or for any tenant in a token of ``audit_platform_tenant``; anyone else gets 403 
   ``200 {"tenant", "version", "previous_version", "policy_revision", "decision_id",
   "request_id"}``; 400 not a JSON object or a tenant id that cannot have data, 413 too large,
   422 outside the schema (``details.problems``), 409 pushes are off or would not reach the
-  policy, 503 not stored or not recorded. Recorded as a ``tenant_data_put`` event in the
+  policy, or ``If-Match: "<version>"`` (optional, the ``ETag`` of a ``GET``) names a version
+  that is no longer current, 503 not stored or not recorded. Recorded as a ``tenant_data_put`` event in the
   tenant's chain; ``policy_revision`` is the revision every worker reports once it has reloaded.
 """
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, jsonify
+from flask import Blueprint, Response, jsonify, request
 
 from app.bodies import parse_json_object
 from app.decide import tenant_data
@@ -52,7 +53,9 @@ def push_tenant_data(subject: Subject, tenant: str) -> Response:
     body = request_body()
     if len(body) > deps.settings.tenant_data_max_bytes:
         raise ValidationFailed(TOO_LARGE, http_status=413)
-    pushed = tenant_data.push(deps, request_facts(), subject, tenant, parse_json_object(body))
+    if_match = request.headers.get("If-Match")
+    pushed = tenant_data.push(deps, request_facts(), subject, tenant, parse_json_object(body),
+                              if_match=if_match.strip().strip('"') if if_match else None)
     log_fields(tenant_data_version=pushed.version, policy_revision=pushed.policy_revision)
     resp = jsonify({
         "tenant": pushed.tenant, "version": pushed.version, "previous_version": pushed.previous_version,

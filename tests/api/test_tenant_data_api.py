@@ -222,3 +222,18 @@ def test_the_opa_sidecar_polls_the_pushed_data_from_the_bundle_service(make_app,
         opa.stop()
         bundles.shutdown()
         bundles.server_close()
+
+
+def test_if_match_refuses_a_push_over_data_that_changed(pushable):
+    """Two operators read the same version; the second push, made on what it read, is refused."""
+    client = pushable.test_client()
+    read = client.get(URL, headers=OPERATOR)
+    etag = read.headers["ETag"]
+    assert etag == f'"{read.get_json()["version"]}"'
+    first = client.put(URL, json={"allowed_domains": ["a.example"]}, headers={**OPERATOR, "If-Match": etag})
+    assert first.status_code == 200, first.get_json()
+    stale = client.put(URL, json={"allowed_domains": ["b.example"]}, headers={**OPERATOR, "If-Match": etag})
+    assert stale.status_code == 409 and stale.get_json()["error"]["code"] == "CONFLICT"
+    assert client.get(URL, headers=OPERATOR).get_json()["data"] == {"allowed_domains": ["a.example"]}
+    fresh = client.put(URL, json={"allowed_domains": ["b.example"]}, headers={**OPERATOR, "If-Match": first.headers["ETag"]})
+    assert fresh.status_code == 200 and fresh.get_json()["previous_version"] == first.get_json()["version"]
