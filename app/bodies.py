@@ -61,10 +61,11 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
-def parse_json_object(body: bytes) -> dict[str, Any]:
-    """Parse a request body as one JSON object (RFC 8259): UTF-8, no NaN/Infinity, no duplicate
-    keys, finite numbers that a 64-bit float represents as written (RFC 8259 §6: beyond that,
-    implementations disagree). Raises ``ValidationFailed`` (400) with a safe message."""
+def parse_json(body: bytes) -> Any:
+    """Parse ``body`` as one JSON text (RFC 8259): UTF-8, no NaN/Infinity, no duplicate keys,
+    finite numbers that a 64-bit float represents as written (RFC 8259 §6: beyond that,
+    implementations disagree), no unpaired surrogate escapes. Raises ``ValidationFailed`` (400)
+    with a safe message."""
     try:
         data = json.loads(
             body.decode("utf-8"),
@@ -78,17 +79,23 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
         ) from None
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise ValidationFailed("request body is not valid JSON", http_status=400) from None
-    if not isinstance(data, dict):
-        raise ValidationFailed("request body must be a JSON object", http_status=400)
     if _has_lone_surrogate(body, data):
         raise ValidationFailed("request body contains an unpaired UTF-16 surrogate escape", http_status=400)
+    return data
+
+
+def parse_json_object(body: bytes) -> dict[str, Any]:
+    """``parse_json`` for a body that must be one JSON object. Raises ``ValidationFailed`` (400)."""
+    data = parse_json(body)
+    if not isinstance(data, dict):
+        raise ValidationFailed("request body must be a JSON object", http_status=400)
     return data
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}|\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 
 
-def _has_lone_surrogate(body: bytes, data: dict[str, Any]) -> bool:
+def _has_lone_surrogate(body: bytes, data: Any) -> bool:
     """True when a ``\\uD800``-``\\uDFFF`` escape does not form a valid pair (RFC 8259 §8.2
     leaves such strings' behaviour unpredictable; RFC 8785 cannot canonicalize them)."""
     if b"\\u" not in body or _SURROGATE_ESCAPE.search(body) is None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, model_validator
 
@@ -104,6 +104,36 @@ class MatchedRule(BaseModel):
     message: str
 
 
+#: Why a shadow policy gave no decision: over its deadline (abandoned), every shadow worker
+#: busy (not started), an evaluation error, no candidate bundle active, a result that is not a
+#: decision.
+ShadowError = Literal["timeout", "overloaded", "evaluation_error", "unavailable", "invalid_result"]
+SHADOW_ERRORS: tuple[str, ...] = get_args(ShadowError)
+
+
+class ShadowOutcome(BaseModel):
+    """What a shadow policy decided for one call, beside the policy in force (DESIGN §3): a
+    ``candidate`` (TOOLGATE_SHADOW_POLICY_DIR / _BUNDLE) or the active policy's ``log_only``
+    families. Recorded, counted, never acted upon. Either ``decision`` (with ``reasons`` and
+    ``matched_rules``) or ``error`` is set; ``revision`` is the shadow policy's, when known."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source: Literal["candidate", "log_only"]
+    revision: str | None = None
+    decision: DecisionWord | None = None
+    reasons: tuple[str, ...] = ()
+    matched_rules: tuple[MatchedRule, ...] = ()
+    error: ShadowError | None = None
+
+
+class RecordedShadow(ShadowOutcome):
+    """A decision record's ``shadow``: the outcome and whether it ``agrees`` with the active
+    policy's decision (None when the shadow gave no decision)."""
+
+    agrees: bool | None = None
+
+
 class LimitSpec(BaseModel):
     """A count or budget the gateway enforces atomically when it answers ``allow`` (the
     decision document's ``limits``, docs/session.md): at most ``max`` within ``window_s``
@@ -169,6 +199,9 @@ class PolicyDecision(BaseModel):
     limits: tuple[LimitSpec, ...] = ()
     #: Rate limits this call counts against, whatever the decision.
     rate_limits: tuple[RateLimitSpec, ...] = ()
+    #: What the policy's log-only families would make of the call (the decision document's
+    #: ``log_only`` member, DESIGN §3); never acted upon. None: no log-only family governs it.
+    log_only: ShadowOutcome | None = None
 
 
 class ErrorInfo(BaseModel):
@@ -542,6 +575,20 @@ class DecisionRecord(BaseModel):
     for_decision_id: str | None = Field(
         default=None,
         description="execution reports: the decide call (and its receipt) whose reservation the report settles",
+    )
+    policy_input: dict[str, Any] | None = Field(
+        default=None,
+        description="decide calls: the policy input the policy saw, without call.input (the record's input) and "
+        "with the context members not kept redacted; null when the policy was not asked",
+    )
+    policy_input_redacted: list[str] = Field(
+        default_factory=list, description="JSON Pointers into the policy input whose values the record does not keep"
+    )
+    policy_decision: DecisionWord | None = Field(
+        default=None, description="decide calls: the policy's own decision, before the approval step"
+    )
+    shadow: RecordedShadow | None = Field(
+        default=None, description="decide calls: what the shadow policy decided beside the active one (never acted upon)"
     )
     seq: int = Field(ge=1)
     prev_hash: str = Field(pattern=r"^[0-9a-f]{64}$")

@@ -743,6 +743,52 @@ class TenantDataSettings(_Section):
     )
 
 
+class RolloutSettings(_Section):
+    """Safe rollout: shadow policies and what a decision record keeps to evaluate its call again.
+
+    A candidate policy is evaluated beside the active one (shadow); a decide record keeps the
+    policy input so that its call can be evaluated again (docs/rollout.md)."""
+
+    shadow_policy_dir: Path | None = Field(
+        None,
+        description="A candidate policy directory evaluated beside the active policy on every decide call "
+        "(shadow: recorded and counted, never acted upon). Unset: no candidate.",
+    )
+    shadow_policy_bundle: str | None = Field(
+        None,
+        description="A candidate bundle instead of TOOLGATE_SHADOW_POLICY_DIR: a tarball path or an http(s):// "
+        "bundle URL (polled like TOOLGATE_POLICY_BUNDLE, verified with the same key).",
+    )
+    shadow_deadline_ms: int = Field(
+        50, gt=0, le=10_000,
+        description="The candidate's time for one call, from its start (with the active evaluation): a call waits "
+        "for it at most until then after its own decision; later, the candidate is abandoned and recorded as a "
+        "timeout.",
+    )
+    shadow_workers: int = Field(
+        2, ge=1, le=64,
+        description="Threads per gateway worker that evaluate the candidate; when all are busy (abandoned "
+        "evaluations included) a call records the shadow as overloaded instead of waiting.",
+    )
+    audit_context_fields: CsvList = Field(
+        ["conversation_id"],
+        description="The members of a decide call's context kept in its decision record's policy input "
+        "(comma-separated); the others (prompts, untrusted caller text) are redacted there, and a "
+        "record with redacted members is one `policy diff` cannot judge.",
+    )
+
+    @field_validator("audit_context_fields", mode="before")
+    @classmethod
+    def _context_fields_csv(cls, value: object) -> object:
+        return _split_csv(value)
+
+    @model_validator(mode="after")
+    def _one_candidate(self) -> RolloutSettings:
+        if self.shadow_policy_dir is not None and self.shadow_policy_bundle is not None:
+            raise ValueError("set only one of shadow_policy_dir and shadow_policy_bundle")
+        return self
+
+
 SECTIONS: tuple[type[BaseModel], ...] = (
     DeploymentSettings,
     ServerSettings,
@@ -765,6 +811,7 @@ SECTIONS: tuple[type[BaseModel], ...] = (
     ReceiptSettings,
     ObservabilitySettings,
     InterfaceSettings,
+    RolloutSettings,
 )
 
 
@@ -788,6 +835,7 @@ class Settings(
     ProxySettings,
     ObservabilitySettings,
     InterfaceSettings,
+    RolloutSettings,
     BaseSettings,
 ):
     """Frozen configuration of one gateway process: every section (docs/settings.md)."""

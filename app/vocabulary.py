@@ -26,6 +26,11 @@ EventType = Literal[
 ]
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)
 
+#: How a decide call's shadow policy compared with the active one (DESIGN §6): it decided the
+#: same, decided otherwise, or gave no decision (an error); indexed as ``shadow_outcome``.
+ShadowOutcomeWord = Literal["agrees", "disagrees", "error"]
+SHADOW_OUTCOMES: tuple[str, ...] = get_args(ShadowOutcomeWord)
+
 #: Tool names resolve by exact membership only (DESIGN §3).
 TOOL_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_.-]{0,127}$"
 VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$"

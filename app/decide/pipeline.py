@@ -1,9 +1,9 @@
 """The decide pipeline (DESIGN §2): the ordered steps of ``POST /v1/decide``.
 
     decision id -> authenticate -> parse -> validate (contract) -> idempotency -> grant check
-    -> session snapshot -> policy, each answer admitted (rate limits; reserve the limits of an
-    allow), and approval (use the grant | a standing grant | open a pending approval)
-    -> reserve -> session event -> receipt -> record
+    -> session snapshot -> policy (the shadow beside it), each answer admitted (rate limits;
+    reserve the limits of an allow), and approval (use the grant | a standing grant | open a
+    pending approval) -> reserve -> session event -> receipt -> record
 
 No Flask here: the web layer hands over the request facts (``DecideCall`` inside a
 ``Progress``) and renders the ``DecideResponse`` that comes back. Every step may end the call
@@ -14,19 +14,30 @@ errors included, before anything is returned.
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any
 
 from app import metrics
 from app.approvals.presented import Granted
 from app.approvals.records import credential_digest
-from app.decide import approval_outcome, policy_input, presented, reservations, session_step, validation
+from app.decide import approval_outcome, policy_input, presented, reservations, session_step, shadow, validation
 from app.decide.approval_outcome import ApprovalOutcome
 from app.decide.deps import Deps
 from app.decide.events import decide_event
 from app.decide.phases import Phases
 from app.decide.receipts import receipt_claims
-from app.decide.stages import Authenticated, Decided, Prepared, Presented, Progress, Refusal, advance
+from app.decide.stages import (
+    Authenticated,
+    Decided,
+    Evaluation,
+    Prepared,
+    Presented,
+    Progress,
+    Refusal,
+    advance,
+)
+from app.engine.shadow import PendingShadow
 from app.errors import ToolgateError
 from app.models import DecideResponse, IdempotencyInfo, PolicyDecision, ToolRef
 from app.session.store import Share
@@ -51,7 +62,8 @@ def decide(deps: Deps, progress: Progress, phases: Phases) -> DecideResponse:
     def describe(decided: Decided | None, error: ToolgateError | None) -> Any:
         stage = progress.stage if isinstance(progress.stage, Authenticated) else authenticated
         return decide_event(
-            stage, decided, error, engine=deps.engine.name, key_hash=deps.recorder.key_hash, durations_ms=phases.ms
+            stage, decided, error, engine=deps.engine.name, key_hash=deps.recorder.key_hash, durations_ms=phases.ms,
+            context_fields=deps.settings.audit_context_fields,
         )
 
     decided = deps.recorder.run(
@@ -77,7 +89,7 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
     with phases.measure("grant"):
         validated, presented_approval = presented.check(validated, reservation, deps.approvals)
     prepared = progress.reach(advance(validated, Prepared, reservation=reservation, presented=presented_approval))
-    outcome, admitted = _decision(deps, prepared, phases)
+    outcome, admitted, evaluation = _decision(deps, prepared, phases)
     idempotency, shares = _reserve_and_note(deps, prepared, outcome, admitted, phases)
     decision = outcome.decision
     # Unregistered tools: name and version are caller input, so one fixed label value for both.
@@ -115,43 +127,57 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
         advance(
             replace(prepared, presented=outcome.presented), Decided, decision=decision, approval=outcome.approval,
             idempotency=idempotency, response=response, noted=shares is not None, shares=shares or (),
+            evaluation=evaluation,
         )
     )
 
 
-def _decision(deps: Deps, stage: Prepared, phases: Phases) -> tuple[ApprovalOutcome, session_step.Admitted]:
+def _decision(
+    deps: Deps, stage: Prepared, phases: Phases
+) -> tuple[ApprovalOutcome, session_step.Admitted, Evaluation | None]:
     """The policy's decision after admission (rate limits, limits) and its approval step
-    (``approval_outcome.decide``); a refused presented approval is a deny without asking the
-    policy (its rate limits count)."""
+    (``approval_outcome.decide``), with the shadow beside the evaluation that decided (the last
+    one: the approval step may ask the policy again with a grant, and a superseded shadow is
+    discarded); a refused presented approval is a deny without asking the policy (its rate
+    limits count; no evaluation)."""
     if isinstance(stage.presented, Refusal):
         deny = PolicyDecision(decision="deny", reasons=(stage.presented.reason,))
         with phases.measure("limits"):
             admitted = session_step.admit(stage, deny, deps.sessions)
-        return ApprovalOutcome(deny, stage.presented, None), admitted
+        return ApprovalOutcome(deny, stage.presented, None), admitted, None
     with phases.measure("session"):
         session = session_step.snapshot(stage, deps.sessions)
     admission = session_step.Admission(stage, deps.sessions)
+    asked: list[tuple[dict[str, Any], PolicyDecision, PendingShadow | None]] = []
 
     def evaluate(approval: Granted | None) -> PolicyDecision:
         with phases.measure("policy"):
             document = policy_input.build(stage, session=session, approval=approval)
+            if asked:
+                shadow.discard(asked[-1][2])
+            pending = shadow.start(deps.shadow, document)
             decision = deps.engine.evaluate(document, traceparent=stage.call.traceparent)
         if not decision.policy_revision:
             decision = decision.model_copy(update={"policy_revision": deps.engine.revision()})
+        asked.append((document, decision, pending))
         with phases.measure("limits"):
             return admission.admit(decision)
 
     if stage.request.dry_run:
-        return ApprovalOutcome(evaluate(None), stage.presented, None), admission.admitted
-    with phases.measure("approval"):
-        try:
-            outcome = approval_outcome.decide(
-                stage, evaluate, deps.approvals, credential_digest=credential_digest(stage.call.authorization)
-            )
-        except ToolgateError:
-            session_step.give_back(stage, admission.admitted, deps.sessions)
-            raise
-    return outcome, admission.admitted
+        outcome = ApprovalOutcome(evaluate(None), stage.presented, None)
+    else:
+        with phases.measure("approval"):
+            try:
+                outcome = approval_outcome.decide(
+                    stage, evaluate, deps.approvals, credential_digest=credential_digest(stage.call.authorization)
+                )
+            except ToolgateError:
+                session_step.give_back(stage, admission.admitted, deps.sessions)
+                raise
+    document, decision, pending = asked[-1]
+    with phases.measure("shadow") if pending is not None else nullcontext():
+        evaluation = Evaluation(document, decision, shadow.finish(stage, pending, decision))
+    return outcome, admission.admitted, evaluation
 
 
 def _reserve_and_note(

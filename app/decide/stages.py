@@ -3,7 +3,8 @@ learnt::
 
     Received(call) -> Authenticated(+subject) -> Parsed(+request, contract, sensitive paths)
     -> Validated(+tool facts, normalized input, fingerprint)
-    -> Prepared(+idempotency reservation, presented approval) -> Decided(+decision, response)
+    -> Prepared(+idempotency reservation, presented approval)
+    -> Decided(+decision, response, the policy's evaluation and its shadow)
 
 Each step takes the stage it needs and returns the next; nothing is filled in later.
 ``Progress`` keeps the furthest stage a call reached, so that its decision record (and the
@@ -21,7 +22,15 @@ from app.audit.records import new_decision_id
 from app.contracts.contract import ToolContract
 from app.contracts.redaction import redact
 from app.idempotency.store import PendingCall
-from app.models import ApprovalInfo, DecideRequest, DecideResponse, IdempotencyInfo, PolicyDecision, Subject
+from app.models import (
+    ApprovalInfo,
+    DecideRequest,
+    DecideResponse,
+    IdempotencyInfo,
+    PolicyDecision,
+    ShadowOutcome,
+    Subject,
+)
 from app.session.store import Share
 from app.vocabulary import qualified_tool
 
@@ -175,9 +184,21 @@ class Prepared(Validated):
 
 
 @dataclass(frozen=True)
+class Evaluation:
+    """What the policy was asked and answered: the input ``document``, the policy's own
+    ``decision`` (before the approval step) and the ``shadow`` outcome beside it (None: no
+    shadow policy for this call)."""
+
+    document: dict[str, Any]
+    decision: PolicyDecision
+    shadow: ShadowOutcome | None
+
+
+@dataclass(frozen=True)
 class Decided(Prepared):
     """The final decision and the response that carries it; ``noted``: the call's event is in
-    the session (not for a dry run), holding ``shares`` of its limits."""
+    the session (not for a dry run), holding ``shares`` of its limits; ``evaluation`` None when
+    the policy was not asked (a refused presented approval)."""
 
     decision: PolicyDecision
     approval: ApprovalInfo | None
@@ -185,6 +206,7 @@ class Decided(Prepared):
     response: DecideResponse
     noted: bool = False
     shares: tuple[Share, ...] = ()
+    evaluation: Evaluation | None = None
 
 
 def advance(stage: Received, cls: type[S], **learnt: Any) -> S:

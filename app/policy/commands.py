@@ -9,6 +9,7 @@
     toolgate policy serve-bundle [DIR] [--bind HOST:PORT] [--name NAME] [--tenant-data DIR] [--signing-key KEY ...]
     toolgate policy check [DIR] [--contracts DIR] [--strict] [--json]
     toolgate policy eval --input FILE|- [--dir DIR | --bundle FILE] [--tenant-data DIR] [--explain [MODE]] [--json]
+    toolgate policy diff|explain|archive ...   (app.policy.rollout_commands)
 
 Exit codes: 0 success, 1 a check failed (tests, coverage, compile, verification, a refused
 push), 2 usage or settings error.
@@ -324,3 +325,7 @@ def add_policy_commands(sub: Any) -> None:
                        help="pushed tenant data laid over the directory (default TOOLGATE_TENANT_DATA_DIR)")
     peval.add_argument("--json", action="store_true", help="print the evaluation as JSON")
     peval.set_defaults(func=_eval)
+
+    from app.policy.rollout_commands import add_rollout_commands
+
+    add_rollout_commands(policy_sub)
