@@ -11,9 +11,10 @@
 #     conversation (input.session; limits.deletes_per_conversation) needs approval; the
 #     unapproved deletes per conversation and limits.deletes_per_day (20) per subject a day are
 #     limits the gateway reserves atomically (docs/session.md).
-#   - Both: the path must be absolute, free of ".." segments, control characters and
-#     backslashes, percent-encoded bytes and lookalike or invisible characters, and must not be at or under a secret path or /proc, /sys, /dev, nor name a
-#     secret file (secret_names, secret_extensions). Deny-lists ignore case.
+#   - Both: the path must be absolute, free of ".." segments, control characters,
+#     backslashes, percent-encoded bytes and lookalike or invisible characters, and must not
+#     be at or under a secret path or /proc, /sys, /dev, nor name a secret file
+#     (secret_names, secret_extensions). Deny-lists ignore case.
 #   Symbolic links are invisible to a policy: the tool service resolves the path first.
 # custom:
 #   governs:
