@@ -1,7 +1,7 @@
 """Slow and idle clients against a real gunicorn (2 workers x 4 threads) with the shipped nginx
 proxy in front: 200 connections that trickle their headers or their body do not stop normal
-traffic (p99 within 2x of the figure without them), while without the proxy 8 such
-connections pin every worker thread and the next request waits."""
+traffic (p99 within 2x of the figure without them), while without the proxy a few dozen
+such connections pin every worker thread and the next request waits."""
 
 from __future__ import annotations
 
@@ -122,10 +122,12 @@ def test_slow_headers_are_cut_off_with_a_timeout(gateway: GatewayProcess, tmp_pa
         short.stop()
 
 
-def test_without_the_proxy_eight_slow_connections_stop_gunicorn(gateway: GatewayProcess) -> None:
+def test_without_the_proxy_a_few_dozen_slow_connections_stop_gunicorn(gateway: GatewayProcess) -> None:
     """The failure the proxy exists for: every one of the 2 x 4 worker threads waits on a slow
-    client, and a normal request gets no answer within 2 s."""
-    slow = _slow_connections(gateway.port, 8)
+    client, and a normal request gets no answer within 2 s. The kernel spreads connections over
+    the two workers' listeners by hash, so 8 connections do not always reach 4 per worker: 32
+    leave each worker more slow clients than threads whichever way they fall."""
+    slow = _slow_connections(gateway.port, 32)
     try:
         time.sleep(0.5)  # let the workers hand the connections to their threads
         with pytest.raises((TimeoutError, socket.timeout)):
