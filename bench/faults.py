@@ -37,9 +37,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import redis
 
@@ -167,11 +168,11 @@ def soak(fr: FaultRun) -> None:
 
 def _reservations(stack: Stack) -> tuple[int, int]:
     """(records in state processing with a live lease, records in processing without one)."""
-    client = redis.Redis.from_url(stack.redis_url, socket_timeout=5)
+    client = redis.Redis.from_url(stack.redis_url, socket_timeout=5, decode_responses=True)
     live = expired = 0
     for key in client.scan_iter(match="toolgate:idem:*:record", count=1000):
-        if client.hget(key, "state") == b"processing":
-            lease = key[: -len(b"record")] + b"lease"
+        if str(client.hget(key, "state")) == "processing":
+            lease = key[: -len("record")] + "lease"
             if client.exists(lease):
                 live += 1
             else:

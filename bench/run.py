@@ -26,9 +26,10 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from bench.engine import run_engine_bench
 from bench.report import build_results, format_table, summarize
@@ -142,7 +143,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
             rss_100k = worker_rss(stack)
             _log(f"    RSS {rss_100k} at {reached} decisions")
             metrics_text = stack.metrics_text()
-            extra = {
+            extra: dict[str, Any] = {
                 "decisions_total": int(metric_sum(metrics_text, "toolgate_decisions_total")),
                 "error_responses_total": int(metric_sum(metrics_text, "toolgate_errors_total")),
                 "decision_log_bytes": stack.audit_path.stat().st_size if stack.audit_path.exists() else None,

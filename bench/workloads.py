@@ -170,7 +170,7 @@ def seed_replays(http: requests.Session, url: str, secret: str, count: int = REP
 
 def unexpected(responses: dict[tuple[str, int, str], int]) -> dict[str, int]:
     """Responses that are not what their kind expects, as ``{"kind:status:decision": n}``."""
-    bad = {}
+    bad: dict[str, int] = {}
     for (kind, status, decision), n in responses.items():
         want = EXPECTED.get(kind)
         if want is None or status != want[0] or (want[1] != "-" and decision != want[1]):

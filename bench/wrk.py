@@ -13,9 +13,10 @@ import json
 import math
 import shutil
 import subprocess
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 LUA_DIR = Path(__file__).resolve().parent / "lua"
 _MARKER = "BENCH_JSON "

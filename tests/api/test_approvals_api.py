@@ -27,6 +27,7 @@ from tests.support.approvals import (
     with_grant,
 )
 from tests.support.calls import auth, decide_body, make_token
+from tests.support.errors import assert_error
 
 USED = "approval grant already used"
 INVALID = "approval grant invalid"
@@ -100,7 +101,7 @@ def test_a_retry_of_the_approved_attempt_gets_the_replay_not_a_deny(client):
     allowed = decide(client, presented, key="pay-once")
     assert allowed["idempotency"]["state"] == "reserved"
     in_flight = client.post("/v1/decide", json=presented, headers=headers(key="pay-once"))
-    assert in_flight.status_code == 409 and in_flight.get_json()["error"]["code"] == "CONFLICT"
+    assert_error(in_flight, 409, "CONFLICT", retryable=True)
     done = client.post("/v1/executions/pay-once/complete", json={"result": {"payment_id": "p-1"}}, headers=auth(*ADMIN))
     assert done.status_code == 200, done.get_json()
     replay = decide(client, presented, key="pay-once")
@@ -163,8 +164,7 @@ def test_the_answer_is_recorded_in_the_decision_log(app, client):
 def test_answer_by_the_requester_is_forbidden(client):
     requester = ("u-boss", "acme", ["admin", "approver"])
     approval_id = request_approval(client, payment(1500), requester)
-    resp = answer(client, approval_id, requester)
-    assert resp.status_code == 403 and resp.get_json()["error"]["code"] == "FORBIDDEN"
+    assert_error(answer(client, approval_id, requester), 403, "FORBIDDEN", retryable=False)
 
 
 def test_holding_an_approver_role_never_lets_the_requester_approve_her_own_call(make_app, monkeypatch):
@@ -182,14 +182,13 @@ def test_holding_an_approver_role_never_lets_the_requester_approve_her_own_call(
 def test_answer_without_the_role_is_forbidden(client):
     approval_id = request_approval(client, payment(1500))
     for identity in (("u-agent", "acme", ["support_agent"]), ("u-admin-2", "acme", ["admin"])):
-        resp = answer(client, approval_id, identity)
-        assert resp.status_code == 403 and resp.get_json()["error"]["code"] == "FORBIDDEN"
+        assert_error(answer(client, approval_id, identity), 403, "FORBIDDEN", retryable=False)
 
 
 def test_listing_without_an_approver_role_is_forbidden(client):
     request_approval(client, payment(1500))
     resp = client.get("/v1/approvals?state=pending", headers=auth("u-agent", "acme", ["support_agent"]))
-    assert resp.status_code == 403 and resp.get_json()["error"]["code"] == "FORBIDDEN"
+    assert_error(resp, 403, "FORBIDDEN", retryable=False)
 
 
 def test_another_tenants_approval_is_not_found_and_not_listed(client):
@@ -199,7 +198,7 @@ def test_another_tenants_approval_is_not_found_and_not_listed(client):
         client.get(f"/v1/approvals/{approval_id}", headers=auth(*foreign)),
         answer(client, approval_id, foreign),
     ):
-        assert resp.status_code == 404 and resp.get_json()["error"]["code"] == "NOT_FOUND"
+        assert_error(resp, 404, "NOT_FOUND", retryable=False)
     assert client.get("/v1/approvals", headers=auth(*foreign)).get_json()["approvals"] == []
 
 
@@ -207,34 +206,33 @@ def test_answering_twice_is_a_conflict(client):
     approval_id = request_approval(client, payment(1500))
     assert answer(client, approval_id).status_code == 200
     resp = answer(client, approval_id, ("u-approver-2", "acme", ["approver"]), approved=False)
-    assert resp.status_code == 409 and resp.get_json()["error"]["code"] == "CONFLICT"
+    assert_error(resp, 409, "CONFLICT", retryable=False)
 
 
 def test_answer_after_expiry_is_a_conflict(make_app, tmp_path):
     client = make_app(policy_dir=policy_copy(tmp_path, approvals={"default_ttl_s": 1})).test_client()
     approval_id = request_approval(client, payment(1500))
     time.sleep(1.1)
-    resp = answer(client, approval_id)
-    assert resp.status_code == 409 and resp.get_json()["error"]["code"] == "CONFLICT"
+    assert_error(answer(client, approval_id), 409, "CONFLICT", retryable=False)
 
 
 @pytest.mark.parametrize(
-    "body",
-    [{"approved": "yes"}, {"approved": 1}, {"reason": "no answer"}, {"approved": True, "extra": 1},
-     {"approved": True, "reason": "x" * 501}],
+    ("body", "problem"),
+    [({"approved": "yes"}, "/approved"), ({"approved": 1}, "/approved"), ({"reason": "no answer"}, "/approved"),
+     ({"approved": True, "extra": 1}, "/extra"), ({"approved": True, "reason": "x" * 501}, "/reason")],
 )
-def test_malformed_answers_are_rejected(client, body):
+def test_malformed_answers_are_rejected(client, body, problem):
     approval_id = request_approval(client, payment(1500))
     resp = client.post(f"/v1/approvals/{approval_id}", json=body, headers=auth(*APPROVER))
-    assert resp.status_code == 422 and resp.get_json()["error"]["code"] == "VALIDATION_ERROR"
+    assert_error(resp, 422, "VALIDATION_ERROR", retryable=False, path=problem)
 
 
 def test_approvals_api_needs_a_token_and_a_known_state(client):
-    assert client.get("/v1/approvals").status_code == 401
-    assert client.post("/v1/approvals/ap_x", json={"approved": True}).status_code == 401
-    resp = client.get("/v1/approvals?state=approved", headers=auth(*APPROVER))
-    assert resp.status_code == 400
-    assert client.get("/v1/approvals?limit=0", headers=auth(*APPROVER)).status_code == 400
+    assert_error(client.get("/v1/approvals"), 401, "UNAUTHENTICATED", retryable=False)
+    assert_error(client.post("/v1/approvals/ap_x", json={"approved": True}), 401, "UNAUTHENTICATED", retryable=False)
+    for query in ("state=approved", "limit=0"):
+        resp = client.get(f"/v1/approvals?{query}", headers=auth(*APPROVER))
+        assert_error(resp, 400, "VALIDATION_ERROR", retryable=False, path=[query.split("=", 1)[0]])
 
 
 # --- every fail-closed case of the issue -----------------------------------------------------------
@@ -302,8 +300,9 @@ def test_grant_is_never_a_bearer_token(client):
     resp = client.post(
         "/v1/decide", json=with_grant(body, approval_id, grant), headers={"Authorization": f"Bearer {grant}"}
     )
-    assert resp.status_code == 401 and resp.get_json()["error"]["code"] == "UNAUTHENTICATED"
-    assert client.get("/v1/approvals", headers={"Authorization": f"Bearer {grant}"}).status_code == 401
+    assert_error(resp, 401, "UNAUTHENTICATED", retryable=False)
+    resp = client.get("/v1/approvals", headers={"Authorization": f"Bearer {grant}"})
+    assert_error(resp, 401, "UNAUTHENTICATED", retryable=False)
 
 
 def test_bearer_token_is_never_a_grant(client):
@@ -325,7 +324,7 @@ def test_missing_grant_fails_closed(client):
 def test_tool_call_id_with_a_newline_is_rejected_before_any_approval(client):
     body = payment(1500, tool_call_id="call-1\ncall-2")
     resp = client.post("/v1/decide", json=body, headers=headers())
-    assert resp.status_code == 422 and resp.get_json()["error"]["code"] == "VALIDATION_ERROR"
+    assert_error(resp, 422, "VALIDATION_ERROR", retryable=False, path="/tool_call_id")
 
 
 def test_tool_call_id_carrying_the_json_of_another_field_cannot_reuse_a_grant(client):
@@ -410,10 +409,10 @@ def test_openapi_documents_the_approvals_api(client):
     assert {"get", "post"} <= set(paths["/v1/approvals/{approval_id}"])
 
 
-# --- the shared policy cases about approvals (../shared/cases/policy-cases.jsonl) ------------------
+# --- the policy cases about approvals (tests/data/cases/policy-cases.jsonl) ------------------------
 
 CASES_REGO = """
-# Test-only family for the shared approval cases pc-03, pc-19, pc-21 and pc-23.
+# Test-only family for the approval cases pc-03, pc-19, pc-21 and pc-23.
 package tools.cases
 
 governs.kubectl := {}

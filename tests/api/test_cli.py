@@ -10,10 +10,8 @@ import sys
 import pytest
 
 from app.cli import main
-from tests.conftest import POLICY_DIR, PROJECT_ROOT, shared_dir
 from tests.support.gateway import GatewayProcess
-
-BANKING_CALLS = shared_dir() / "data" / "agentdojo-banking" / "calls.jsonl"
+from tests.support.paths import BANKING_CALLS, POLICY_DIR, PROJECT_ROOT
 
 
 def _toolgate(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -17,12 +17,12 @@ import pytest
 from app.audit.queries import DecisionQuery
 from app.audit.records import AuditEvent, hash_idempotency_key
 from app.cli import main
-from tests.conftest import shared_dir
 from tests.support.calls import auth, decide_body, make_token
 from tests.support.decision_cases import CASES
+from tests.support.errors import assert_error
+from tests.support.paths import BANKING_CALLS
 from tests.support.postgres import audit_dsn  # noqa: F401  (fixture)
 
-BANKING_CALLS = shared_dir() / "data" / "agentdojo-banking" / "calls.jsonl"
 TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 AUDITOR = ["auditor"]
 
@@ -44,38 +44,46 @@ def records_of(app, **filters) -> list:
 
 
 def _calls():
-    """(headers, body or raw bytes) of a decide suite: every shared decision case, the AgentDojo
-    banking calls, and error outcomes after authentication."""
+    """(headers, body or raw bytes, the expected error or None) of a decide suite: every shared
+    decision case, the AgentDojo banking calls, and error outcomes after authentication. An
+    expected error is the arguments of ``assert_error`` after the response."""
     for case in CASES:
         headers = {**auth(case.sub, case.tenant, list(case.roles)), "Idempotency-Key": f"k-{uuid.uuid4().hex}"}
-        yield headers, decide_body(case.tool, case.input, context={"conversation_id": "conv-cases"}, **case.extra)
+        yield headers, decide_body(case.tool, case.input, context={"conversation_id": "conv-cases"}, **case.extra), None
     for line in BANKING_CALLS.read_text().splitlines():
         call = json.loads(line)
         headers = {**auth("emma", "bank-demo", ["account_holder"]), "Idempotency-Key": f"k-{uuid.uuid4().hex}",
                    "traceparent": TRACEPARENT}
-        yield headers, decide_body(call["function"], call["args"])
+        yield headers, decide_body(call["function"], call["args"]), None
     agent = auth(roles=["support_agent"])
-    yield agent, decide_body("readFile", {"path": "/srv/a", "unexpected": 1})  # 422 contract
-    yield agent, b"{not json"  # 400
-    yield agent, decide_body("createTicket", {"title": "t"})  # 400: mutating tool without a key
-    yield auth(roles=["developer"]), decide_body("brandNewTool", {"q": "dynamic"})
+    invalid = {"retryable": False}
+    yield (agent, decide_body("readFile", {"path": "/srv/a", "unexpected": 1}),
+           (422, "VALIDATION_ERROR", {**invalid, "path": "/unexpected"}))
+    yield agent, b"{not json", (400, "VALIDATION_ERROR", invalid)
+    yield (agent, decide_body("createTicket", {"title": "t"}),
+           (422, "VALIDATION_ERROR", {**invalid, "path": ["/description", "/clientMutationId"]}))
+    yield (agent, decide_body("deleteFile", {"path": "/tmp/x"}),  # a mutating tool without a key
+           (400, "VALIDATION_ERROR", {**invalid, "path": "/headers/Idempotency-Key"}))
+    yield auth(roles=["developer"]), decide_body("brandNewTool", {"q": "dynamic"}), None
     same = {**auth(roles=["admin"]), "Idempotency-Key": "same-key-twice"}
     pay = decide_body("processPayment", {"amount": 10, "currency": "EUR", "recipient": "acct_1"})
-    yield same, pay
-    yield same, pay  # 409: the first is still processing
+    yield same, pay, None
+    yield same, pay, (409, "CONFLICT", {"retryable": True})  # the first is still processing
 
 
 def test_every_decide_call_is_recorded_with_the_fields_of_its_response(client, audit_app):
-    outcomes = set()
     responses = []
-    for headers, body in _calls():
+    for headers, body, expected_error in _calls():
         if isinstance(body, bytes):
             resp = client.post("/v1/decide", data=body, headers={**headers, "Content-Type": "application/json"})
         else:
             resp = client.post("/v1/decide", json=body, headers=headers)
+        if expected_error is None:
+            assert resp.status_code == 200, resp.get_json()
+        else:
+            status, code, options = expected_error
+            assert_error(resp, status, code, **options)
         responses.append((headers, resp))
-        outcomes.add(resp.status_code)
-    assert {200, 400, 409, 422} <= outcomes
 
     records = {r.decision_id: r for r in records_of(audit_app)}
     assert len(records) == len(responses)  # one record per call, no more
@@ -105,10 +113,10 @@ def test_every_decide_call_is_recorded_with_the_fields_of_its_response(client, a
 
 def test_calls_that_fail_authentication_are_not_recorded(client, audit_app):
     resp = client.post("/v1/decide", json=decide_body("readFile", {"path": "/srv/a"}))
-    assert resp.status_code == 401
+    assert_error(resp, 401, "UNAUTHENTICATED", retryable=False)
     resp = client.post("/v1/decide", json=decide_body("readFile", {"path": "/srv/a"}),
                        headers={"Authorization": "Bearer not.a.token"})
-    assert resp.status_code == 401
+    assert_error(resp, 401, "UNAUTHENTICATED", retryable=False)
     assert records_of(audit_app) == []
 
 
@@ -134,7 +142,7 @@ def test_nothing_secret_is_stored(client, audit_app, audit_dsn):  # noqa: F811
     assert ok.status_code == 200 and ok.get_json()["input"] == {"password": "[REDACTED]"}
     bad = client.post("/v1/decide", json=decide_body("update_password", {"password": password, "confirm": password}),
                       headers=headers)
-    assert bad.status_code == 422
+    assert_error(bad, 422, "VALIDATION_ERROR", retryable=False, path="/confirm")
     records = records_of(audit_app)
     assert [r.input for r in records] == [{"password": "[REDACTED]"}, None]
     assert records[0].redacted_paths == ("/password",)
@@ -150,18 +158,20 @@ def test_nothing_secret_is_stored(client, audit_app, audit_dsn):  # noqa: F811
 
 def _corpus(app) -> list:
     log = app.extensions["toolgate"].decision_log
-    start = dt.datetime(2025, 6, 1, tzinfo=dt.timezone.utc)
+    key_hash_secret = app.extensions["toolgate"].settings.audit_key_hash_secret.get_secret_value()
+    start = dt.datetime(2025, 6, 1, tzinfo=dt.UTC)
     specs = [
-        dict(tenant="acme", subject_id="alice", tool="readFile", decision="allow"),
-        dict(tenant="acme", subject_id="bob", tool="deleteFile", decision="deny", reasons=("not allowed",)),
-        dict(tenant="acme", subject_id="alice", tool="processPayment", decision="user-approval", approval_id="ap-1"),
-        dict(tenant="acme", subject_id="alice", tool="readFile", error_code="VALIDATION_ERROR", request_id="req-x"),
-        dict(tenant="acme", subject_id="carol", tool="processPayment", decision="allow", event="approval_answer",
-             approval_id="ap-1", approver_id="carol"),
-        dict(tenant="acme", subject_id="bob", tool="createTicket", decision="allow",
-             idempotency_key_hash=hash_idempotency_key(app.extensions["toolgate"].settings.audit_key_hash_secret
-                                                       .get_secret_value(), "ticket-key-1")),
-        dict(tenant="globex", subject_id="alice", tool="readFile", decision="allow", approval_id="ap-1"),
+        {"tenant": "acme", "subject_id": "alice", "tool": "readFile", "decision": "allow"},
+        {"tenant": "acme", "subject_id": "bob", "tool": "deleteFile", "decision": "deny", "reasons": ("not allowed",)},
+        {"tenant": "acme", "subject_id": "alice", "tool": "processPayment", "decision": "user-approval",
+         "approval_id": "ap-1"},
+        {"tenant": "acme", "subject_id": "alice", "tool": "readFile", "error_code": "VALIDATION_ERROR",
+         "request_id": "req-x"},
+        {"tenant": "acme", "subject_id": "carol", "tool": "processPayment", "decision": "allow",
+         "event": "approval_answer", "approval_id": "ap-1", "approver_id": "carol"},
+        {"tenant": "acme", "subject_id": "bob", "tool": "createTicket", "decision": "allow",
+         "idempotency_key_hash": hash_idempotency_key(key_hash_secret, "ticket-key-1")},
+        {"tenant": "globex", "subject_id": "alice", "tool": "readFile", "decision": "allow", "approval_id": "ap-1"},
     ]
     records = []
     for i, spec in enumerate(specs):
@@ -209,10 +219,9 @@ def test_an_auditor_sees_only_its_own_tenant(client, audit_app):
     listed = client.get("/v1/decisions?limit=1000", headers=acme_auditor).get_json()["records"]
     assert {r["tenant"] for r in listed} == {"acme"}
     assert client.get("/v1/decisions?approval_id=ap-1", headers=acme_auditor).get_json()["records"][0]["tenant"] == "acme"
-    resp = client.get("/v1/decisions?tenant=globex", headers=acme_auditor)
-    assert resp.status_code == 403 and resp.get_json()["error"]["code"] == "FORBIDDEN"
-    resp = client.get(f"/v1/decisions/{globex.decision_id}", headers=acme_auditor)
-    assert resp.status_code == 404 and resp.get_json()["error"]["code"] == "NOT_FOUND"
+    assert_error(client.get("/v1/decisions?tenant=globex", headers=acme_auditor), 403, "FORBIDDEN", retryable=False)
+    assert_error(client.get(f"/v1/decisions/{globex.decision_id}", headers=acme_auditor), 404, "NOT_FOUND",
+                 retryable=False)
 
     platform = auth("root-aud", "ops", ["platform_auditor"])
     assert len(_ids(client.get("/v1/decisions", headers=platform))) == len(records)
@@ -226,10 +235,8 @@ def test_a_platform_role_in_a_tenant_token_counts_for_nothing(client, audit_app)
     records = _corpus(audit_app)
     globex = next(r for r in records if r.tenant == "globex")
     posing = auth("mallory", "acme", ["platform_auditor"])
-    resp = client.get("/v1/decisions?tenant=globex", headers=posing)
-    assert resp.status_code == 403 and resp.get_json()["error"]["code"] == "FORBIDDEN"
-    assert resp.get_json()["error"]["retryable"] is False
-    assert client.get(f"/v1/decisions/{globex.decision_id}", headers=posing).status_code == 403
+    assert_error(client.get("/v1/decisions?tenant=globex", headers=posing), 403, "FORBIDDEN", retryable=False)
+    assert_error(client.get(f"/v1/decisions/{globex.decision_id}", headers=posing), 403, "FORBIDDEN", retryable=False)
     both = auth("aud-2", "acme", ["platform_auditor", "auditor"])
     assert {r["tenant"] for r in client.get("/v1/decisions", headers=both).get_json()["records"]} == {"acme"}
 
@@ -239,10 +246,8 @@ def test_callers_without_an_auditor_role_are_refused(client, audit_app):
     for roles in (["support_agent"], ["admin", "approver"], []):
         headers = auth("u-1", "acme", roles)
         for path in ("/v1/decisions", f"/v1/decisions/{records[0].decision_id}"):
-            resp = client.get(path, headers=headers)
-            assert resp.status_code == 403 and resp.get_json()["error"]["code"] == "FORBIDDEN", (roles, path)
-    resp = client.get("/v1/decisions")
-    assert resp.status_code == 401 and resp.headers["WWW-Authenticate"].startswith("Bearer")
+            assert_error(client.get(path, headers=headers), 403, "FORBIDDEN", retryable=False)
+    assert_error(client.get("/v1/decisions"), 401, "UNAUTHENTICATED", retryable=False)
 
 
 def test_bad_query_parameters_are_refused(client, audit_app):
@@ -250,9 +255,10 @@ def test_bad_query_parameters_are_refused(client, audit_app):
     for query in ("colour=red", "since=2025-06-01", "since=2025-06-01T00:00:00", "until=yesterday", "limit=0",
                   "limit=1001", "limit=ten", "decision=maybe", "event=other", "cursor=bogus", "tool=a&tool=b"):
         resp = client.get(f"/v1/decisions?{query}", headers=headers)
-        assert resp.status_code == 400 and resp.get_json()["error"]["code"] == "VALIDATION_ERROR", query
-    assert client.get("/v1/decisions/not-an-id", headers=headers).status_code == 404
-    assert client.get("/v1/decisions/01ARZ3NDEKTSV4RRFFQ69G5FAV", headers=headers).status_code == 404
+        # the problem names the parameter (a bare name, not a JSON Pointer)
+        assert_error(resp, 400, "VALIDATION_ERROR", retryable=False, path=query.split("=", 1)[0])
+    for unknown in ("not-an-id", "01ARZ3NDEKTSV4RRFFQ69G5FAV"):
+        assert_error(client.get(f"/v1/decisions/{unknown}", headers=headers), 404, "NOT_FOUND", retryable=False)
 
 
 def test_pages_have_no_duplicate_or_gap_while_decide_calls_arrive(client, audit_app):
@@ -350,6 +356,6 @@ def test_an_unexpected_failure_is_recorded_as_internal_error(make_app, monkeypat
     monkeypatch.setattr(deps.engine, "evaluate", broken)
     resp = app.test_client().post("/v1/decide", json=decide_body("readFile", {"path": "/srv/a"}),
                                   headers=auth(roles=["support_agent"]))
-    assert resp.status_code == 500 and resp.get_json()["error"]["code"] == "INTERNAL_ERROR"
+    assert_error(resp, 500, "INTERNAL_ERROR", retryable=False)
     (record,) = records_of(app)
     assert (record.decision_id, record.error_code, record.decision) == (resp.headers["X-Decision-Id"], "INTERNAL_ERROR", None)

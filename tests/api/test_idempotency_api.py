@@ -1,4 +1,4 @@
-"""Idempotency through HTTP (DESIGN §4, shared/cases/README.md "Idempotency" cases 1-14), with
+"""Idempotency through HTTP (DESIGN §4, tests/data/cases/README.md "Idempotency" cases 1-14), with
 the real app, engine, contracts and Redis. The createTicket flow and the 14 cases run on a
 standalone Redis and on a 3-master Redis Cluster (``ON_BOTH``); the rest on the standalone."""
 
@@ -15,18 +15,11 @@ from app.redis_client import build_redis
 from app.settings import Settings
 from tests.conftest import POLICY_DIR
 from tests.support.calls import auth, decide_body
+from tests.support.errors import assert_error
 from tests.support.idempotency import SUPPORT, decide, idempotency_keys, report, ticket, ticket_input
-from tests.support.redis_cluster import RedisClusterHarness
 from tests.support.servers import free_port
 
 REPORT_INPUT = {"start_date": "2025-01-01", "end_date": "2025-01-31"}
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    harness = RedisClusterHarness(tmp_path_factory.mktemp("cluster")).start()
-    yield harness
-    harness.stop()
 
 
 ON_BOTH = pytest.mark.parametrize("redis_settings", ["standalone", "cluster"], indirect=True)
@@ -39,7 +32,7 @@ def redis_settings(request, redis_server):
     # A generous socket timeout: a loaded test machine must not turn slow answers into 503s
     # (the timeout itself is tested in tests/unit/test_redis_client.py and tests/faults/).
     if getattr(request, "param", "standalone") == "cluster":
-        url, cluster = request.getfixturevalue("cluster").url, True
+        url, cluster = request.getfixturevalue("redis_cluster").url, True
     else:
         url, cluster = redis_server.url, False
     overrides = {"redis_url": url, "redis_cluster": cluster, "redis_socket_timeout_ms": 2000}
@@ -91,13 +84,6 @@ def _replayed(resp) -> dict:
     return info
 
 
-def _error(resp, status: int, code: str, retryable: bool) -> dict:
-    assert resp.status_code == status, resp.get_json()
-    error = resp.get_json()["error"]
-    assert error["code"] == code and error["retryable"] is retryable
-    return error
-
-
 class ToolService:
     """A tool service in front of the gateway: executes createTicket only on a reservation."""
 
@@ -133,7 +119,7 @@ def test_create_ticket_flow_reserve_complete_replay_conflict(client):
     replay = _replayed(decide(client, "createTicket", tool_input))
     assert replay["result"]["id"] == "T-1001" and replay["outcome"] == "completed"
     other = decide(client, "createTicket", {**tool_input, "title": "Another title"})
-    error = _error(other, 422, "CONFLICT", False)
+    error = assert_error(other, 422, "CONFLICT", retryable=False)
     assert "retry_after_seconds" not in error
 
 
@@ -180,7 +166,7 @@ def test_case04_other_payload_is_422_and_the_record_is_untouched(client, redis):
     report(client, info["key"], "complete", {"result": ticket()})
     keys = idempotency_keys(redis)
     before = redis.run("test", lambda c: c.hgetall(keys[0]))
-    _error(decide(client, "createTicket", {**tool_input, "priority": "low"}), 422, "CONFLICT", False)
+    assert_error(decide(client, "createTicket", {**tool_input, "priority": "low"}), 422, "CONFLICT", retryable=False)
     assert redis.run("test", lambda c: c.hgetall(keys[0])) == before
     assert _replayed(decide(client, "createTicket", tool_input))["result"] == ticket()
 
@@ -211,7 +197,7 @@ def test_case05_twenty_concurrent_requests_one_reservation(idem_app):
     assert len(reserved) == 1 and reserved[0].get_json()["idempotency"]["state"] == "reserved"
     for resp in responses:
         if resp.status_code != 200:
-            error = _error(resp, 409, "CONFLICT", True)
+            error = assert_error(resp, 409, "CONFLICT", retryable=True)
             assert int(resp.headers["Retry-After"]) == error["retry_after_seconds"] >= 1
     report(app.test_client(), tool_input["clientMutationId"], "complete", {"result": ticket()})
     assert all(_replayed(resp)["result"] == ticket() for resp in burst())
@@ -224,7 +210,7 @@ def test_case06_two_tenants_with_one_key_and_payload_are_independent(client):
     _reserved(decide(client, "createTicket", tool_input, tenant="acme"))
     _reserved(decide(client, "createTicket", tool_input, tenant="globex"))
     report(client, key, "complete", {"result": ticket("T-acme")}, tenant="acme")
-    _error(decide(client, "createTicket", tool_input, tenant="globex"), 409, "CONFLICT", True)
+    assert_error(decide(client, "createTicket", tool_input, tenant="globex"), 409, "CONFLICT", retryable=True)
     report(client, key, "complete", {"result": ticket("T-globex")}, tenant="globex")
     assert _replayed(decide(client, "createTicket", tool_input, tenant="acme"))["result"]["id"] == "T-acme"
     assert _replayed(decide(client, "createTicket", tool_input, tenant="globex"))["result"]["id"] == "T-globex"
@@ -258,9 +244,11 @@ def test_case08_rejected_requests_touch_no_key_and_the_corrected_one_works(clien
     tool_input = ticket_input()
     body = decide_body("createTicket", tool_input)
     bad_token = client.post("/v1/decide", json=body, headers={"Authorization": "Bearer not.a.token"})
-    _error(bad_token, 401, "UNAUTHENTICATED", False)
-    _error(decide(client, "createTicket", {**tool_input, "priority": "urgent"}), 422, "VALIDATION_ERROR", False)
-    _error(decide(client, "createTicket", {**tool_input, "color": "red"}), 422, "VALIDATION_ERROR", False)
+    assert_error(bad_token, 401, "UNAUTHENTICATED", retryable=False)
+    assert_error(decide(client, "createTicket", {**tool_input, "priority": "urgent"}), 422, "VALIDATION_ERROR",
+                 retryable=False, path="/priority")
+    assert_error(decide(client, "createTicket", {**tool_input, "color": "red"}), 422, "VALIDATION_ERROR",
+                 retryable=False, path="/color")
     assert idempotency_keys(redis) == []
     _reserved(decide(client, "createTicket", tool_input))
 
@@ -291,7 +279,7 @@ def test_case10_crashed_executor_leaves_an_unknown_outcome_unless_retry_safe(ide
     assert _reserved(decide(client, "createTicket", tool_input))["lease_expires_at"]
     _reserved(decide(client, "exportReport", REPORT_INPUT, key="report-1"))  # retry_safe: true
     time.sleep(1.1)
-    error = _error(decide(client, "createTicket", tool_input), 409, "CONFLICT", False)
+    error = assert_error(decide(client, "createTicket", tool_input), 409, "CONFLICT", retryable=False)
     assert error["details"] == {"outcome": "unknown"} and "retry_after_seconds" not in error
     _reserved(decide(client, "exportReport", REPORT_INPUT, key="report-1"))
 
@@ -304,7 +292,7 @@ def test_case11_late_complete_after_reclaim_does_not_overwrite(idem_app):
     second = _reserved(decide(client, "exportReport", REPORT_INPUT, key="report-2"))
     assert second["reservation_token"] != first["reservation_token"]
     late = report(client, "report-2", "complete", {"result": {"rows": 1}, "reservation_token": first["reservation_token"]})
-    assert _error(late, 409, "CONFLICT", False)["details"] == {"reason": "stale_reservation"}
+    assert assert_error(late, 409, "CONFLICT", retryable=False)["details"] == {"reason": "stale_reservation"}
     ok = report(client, "report-2", "complete", {"result": {"rows": 2}, "reservation_token": second["reservation_token"]})
     assert ok.status_code == 200
     assert _replayed(decide(client, "exportReport", REPORT_INPUT, key="report-2"))["result"] == {"rows": 2}
@@ -331,9 +319,9 @@ def test_case13_redis_down_is_503_for_mutating_tools_before_the_policy(idem_app,
     down = {**redis_settings, "redis_url": f"redis://127.0.0.1:{free_port()}/0"}
     client = idem_app(engine="opa", opa_url=opa_server.url, **down).test_client()
     resp = decide(client, "createTicket", ticket_input())
-    _error(resp, 503, "DEPENDENCY_UNAVAILABLE", True)
+    assert_error(resp, 503, "DEPENDENCY_UNAVAILABLE", retryable=True)
     assert resp.headers["Retry-After"] == "1"
-    _error(decide(client, "exportReport", REPORT_INPUT, key="r-1"), 503, "DEPENDENCY_UNAVAILABLE", True)
+    assert_error(decide(client, "exportReport", REPORT_INPUT, key="r-1"), 503, "DEPENDENCY_UNAVAILABLE", retryable=True)
     assert opa_server.calls == []
     read = decide(client, "exportReport", REPORT_INPUT)
     assert read.status_code == 200 and read.get_json()["decision"] == "allow"
@@ -352,7 +340,7 @@ def test_case14_hostile_keys_cannot_reach_another_tenants_record(client, redis):
         attack = decide(client, "createTicket", victim, key=hostile, tenant="evil")
         assert attack.status_code == 200 and attack.get_json()["idempotency"]["state"] == "reserved", hostile
         assert "T-victim" not in attack.get_data(as_text=True)
-    _error(report(client, "k", "complete", {"result": ticket()}, tenant="evil"), 404, "NOT_FOUND", False)
+    assert_error(report(client, "k", "complete", {"result": ticket()}, tenant="evil"), 404, "NOT_FOUND", retryable=False)
     names = idempotency_keys(redis)
     assert len(names) == 1 + 2 * len(HOSTILE_KEYS)  # the victim's record; a record and a lease per attack
     assert not any(h.strip() in name.removeprefix("toolgate:idem:") for name in names for h in HOSTILE_KEYS)
@@ -363,8 +351,7 @@ def test_case14_hostile_keys_cannot_reach_another_tenants_record(client, redis):
 
 def test_mutating_tool_without_key_is_400(client):
     resp = client.post("/v1/decide", json=decide_body("deleteFile", {"path": "/tmp/x"}), headers=auth(roles=["admin"]))
-    error = _error(resp, 400, "VALIDATION_ERROR", False)
-    assert error["details"]["problems"][0]["path"] == "/headers/Idempotency-Key"
+    assert_error(resp, 400, "VALIDATION_ERROR", retryable=False, path=["/headers/Idempotency-Key"])
 
 
 def test_malformed_key_is_400_before_redis(idem_app):
@@ -372,7 +359,7 @@ def test_malformed_key_is_400_before_redis(idem_app):
     for key in ["", "x" * 256, "caf\u00e9", "tab\there"]:
         headers = {**auth(roles=SUPPORT), "Idempotency-Key": key}
         resp = client.post("/v1/decide", json=decide_body("createTicket", ticket_input()), headers=headers)
-        _error(resp, 400, "VALIDATION_ERROR", False)
+        assert_error(resp, 400, "VALIDATION_ERROR", retryable=False, path=["/headers/Idempotency-Key"])
 
 
 def test_header_key_wins_over_client_mutation_id(client):
@@ -398,43 +385,43 @@ def test_deny_reserves_nothing(client, redis):
 
 def test_reports_need_a_valid_token(client):
     resp = client.post("/v1/executions/k/complete", json={"result": {}})
-    _error(resp, 401, "UNAUTHENTICATED", False)
+    assert_error(resp, 401, "UNAUTHENTICATED", retryable=False)
     assert resp.headers["WWW-Authenticate"].startswith("Bearer")
 
 
 def test_unknown_key_other_subject_and_other_tenant_are_404(client):
     tool_input = ticket_input()
     key = _reserved(decide(client, "createTicket", tool_input))["key"]
-    _error(report(client, "no-such-key", "complete", {"result": ticket()}), 404, "NOT_FOUND", False)
+    assert_error(report(client, "no-such-key", "complete", {"result": ticket()}), 404, "NOT_FOUND", retryable=False)
     for malformed in ("caf\u00e9", "bell\x07", "x" * 256):  # no record can have such a key
-        _error(report(client, malformed, "complete", {"result": ticket()}), 404, "NOT_FOUND", False)
-    _error(report(client, key, "complete", {"result": ticket()}, sub="u-2"), 404, "NOT_FOUND", False)
-    _error(report(client, key, "fail", {"retryable": True, "reason": "x"}, tenant="globex"), 404, "NOT_FOUND", False)
+        assert_error(report(client, malformed, "complete", {"result": ticket()}), 404, "NOT_FOUND", retryable=False)
+    assert_error(report(client, key, "complete", {"result": ticket()}, sub="u-2"), 404, "NOT_FOUND", retryable=False)
+    assert_error(report(client, key, "fail", {"retryable": True, "reason": "x"}, tenant="globex"), 404, "NOT_FOUND", retryable=False)
 
 
 def test_result_must_match_the_output_schema(client):
     key = _reserved(decide(client, "createTicket", ticket_input()))["key"]
     resp = report(client, key, "complete", {"result": {**ticket(), "status": "pending"}})
-    error = _error(resp, 422, "VALIDATION_ERROR", False)
-    assert error["details"]["problems"][0]["path"] == "/status"
-    _error(report(client, key, "complete", {"result": {"id": "T-1"}}), 422, "VALIDATION_ERROR", False)
+    assert_error(resp, 422, "VALIDATION_ERROR", retryable=False, path=["/status"])
+    assert_error(report(client, key, "complete", {"result": {"id": "T-1"}}), 422, "VALIDATION_ERROR", retryable=False,
+                 path=["/title", "/status", "/priority"])
     assert report(client, key, "complete", {"result": ticket()}).status_code == 200
 
 
-STRICT_BODIES = [
-    ("complete", {"result": {}, "extra": 1}),
-    ("complete", {}),
-    ("complete", {"result": {}, "reservation_token": "short"}),
-    ("fail", {"retryable": "yes", "reason": "x"}),
-    ("fail", {"retryable": False, "reason": ""}),
-    ("fail", {"retryable": False}),
+STRICT_BODIES = [  # (outcome, body, the problems' paths)
+    ("complete", {"result": {}, "extra": 1}, ["/extra"]),
+    ("complete", {}, ["/result"]),
+    ("complete", {"result": {}, "reservation_token": "short"}, ["/reservation_token"]),
+    ("fail", {"retryable": "yes", "reason": "x"}, ["/retryable"]),
+    ("fail", {"retryable": False, "reason": ""}, ["/reason"]),
+    ("fail", {"retryable": False}, ["/reason"]),
 ]
 
 
 def test_report_bodies_are_strict(client, redis):
     key = _reserved(decide(client, "createTicket", ticket_input()))["key"]
-    for outcome, body in STRICT_BODIES:
-        _error(report(client, key, outcome, body), 422, "VALIDATION_ERROR", False)
+    for outcome, body, paths in STRICT_BODIES:
+        assert_error(report(client, key, outcome, body), 422, "VALIDATION_ERROR", retryable=False, path=paths)
     record = next(name for name in idempotency_keys(redis) if name.endswith(":record"))
     assert redis.run("t", lambda c: c.hget(record, "state")) == "processing"
 
@@ -442,7 +429,7 @@ def test_report_bodies_are_strict(client, redis):
 def test_report_body_must_be_json(client):
     resp = client.post("/v1/executions/k/complete", data=b"{not json", content_type="application/json",
                        headers=auth(roles=SUPPORT))
-    _error(resp, 400, "VALIDATION_ERROR", False)
+    assert_error(resp, 400, "VALIDATION_ERROR", retryable=False)
 
 
 def test_retryable_failure_releases_and_final_failure_replays(client):
@@ -460,14 +447,14 @@ def test_retryable_failure_releases_and_final_failure_replays(client):
     replay = _replayed(decide(client, "createTicket", final))
     assert replay["outcome"] == "failed" and replay["failure_reason"] == "project is archived"
     assert "result" not in replay
-    _error(report(client, key, "complete", {"result": ticket()}), 409, "CONFLICT", False)
+    assert_error(report(client, key, "complete", {"result": ticket()}), 409, "CONFLICT", retryable=False)
 
 
 def test_a_repeated_complete_is_answered_again_and_a_different_one_conflicts(client):
     key = _reserved(decide(client, "createTicket", ticket_input()))["key"]
     assert report(client, key, "complete", {"result": ticket()}).status_code == 200
     assert report(client, key, "complete", {"result": ticket()}).status_code == 200
-    _error(report(client, key, "complete", {"result": ticket("T-2")}), 409, "CONFLICT", False)
+    assert_error(report(client, key, "complete", {"result": ticket("T-2")}), 409, "CONFLICT", retryable=False)
 
 
 def test_keys_with_url_characters_reach_their_record(client):
@@ -498,7 +485,7 @@ def test_execution_reports_are_recorded_in_the_decision_log(app, client):
     key = tool_input["clientMutationId"]
     assert decide(client, "createTicket", tool_input).status_code == 200
     assert report(client, key, "complete", {"result": ticket()}).status_code == 200
-    assert report(client, key, "fail", {"retryable": True, "reason": "too late"}).status_code == 409
+    assert_error(report(client, key, "fail", {"retryable": True, "reason": "too late"}), 409, "CONFLICT", retryable=False)
     reader = app.extensions["toolgate"].decision_reader
     completes = reader.query(DecisionQuery(tenant="acme", event="execution_complete"), limit=10).records
     fails = reader.query(DecisionQuery(tenant="acme", event="execution_fail"), limit=10).records

@@ -12,6 +12,7 @@ import re
 import pytest
 
 from tests.support.calls import auth, decide_body
+from tests.support.errors import assert_error
 
 TOKEN = "metrics-token-for-tests-0123456789"
 SCRAPE = {"Authorization": f"Bearer {TOKEN}"}
@@ -37,9 +38,7 @@ def _scrape(client) -> str:
 
 
 def test_metrics_is_off_without_a_token(client):
-    resp = client.get("/metrics")
-    assert resp.status_code == 404
-    assert resp.get_json()["error"]["code"] == "NOT_FOUND"
+    assert_error(client.get("/metrics"), 404, "NOT_FOUND", retryable=False)
 
 
 @pytest.mark.parametrize(
@@ -48,10 +47,7 @@ def test_metrics_is_off_without_a_token(client):
     ids=["missing", "wrong", "other-scheme"],
 )
 def test_metrics_refuses_a_scrape_without_the_token(metrics_client, headers):
-    resp = metrics_client.get("/metrics", headers=headers)
-    assert resp.status_code == 401
-    assert resp.get_json()["error"]["code"] == "UNAUTHENTICATED"
-    assert "WWW-Authenticate" in resp.headers
+    assert_error(metrics_client.get("/metrics", headers=headers), 401, "UNAUTHENTICATED", retryable=False)
 
 
 def test_metrics_with_the_token_is_the_prometheus_text_format(metrics_client):
@@ -87,7 +83,7 @@ def test_unregistered_tools_share_one_label_whatever_the_caller_sends(metrics_cl
 def test_errors_are_counted_by_code(metrics_client):
     before = _value(_scrape(metrics_client), "toolgate_errors_total", code="UNAUTHENTICATED")
     resp = metrics_client.post("/v1/decide", json=decide_body("readFile", {"path": "/a"}))
-    assert resp.status_code == 401
+    assert_error(resp, 401, "UNAUTHENTICATED", retryable=False)
     after = _value(_scrape(metrics_client), "toolgate_errors_total", code="UNAUTHENTICATED")
     assert after == before + 1
 

@@ -1,5 +1,5 @@
 """``input.history`` is built by the gateway from its own decision log for the verified subject
-and conversation, never from what the caller sends (shared case pc-17). The case's policy is
+and conversation, never from what the caller sends (case pc-17). The case's policy is
 written here, not in the shipped ``policies/``."""
 
 from __future__ import annotations

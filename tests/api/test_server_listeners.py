@@ -68,6 +68,7 @@ def _sockets_of(pid: int) -> set[str]:
     return inodes
 
 
+@pytest.mark.serial  # a load-spreading measurement on its own gunicorn: nothing else loads the machine
 def test_kept_alive_connections_spread_over_both_workers(gateway):
     """16 kept-alive client connections (a load balancer's pool): with one listener per worker
     the kernel spreads them; one shared listener let the first worker to wake take 14-16."""

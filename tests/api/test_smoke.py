@@ -1,6 +1,7 @@
 """The gateway answers through HTTP with real tokens, engine and contracts."""
 
 from tests.support.calls import auth, decide_body
+from tests.support.errors import assert_error
 from tests.support.keys import EC1
 
 
@@ -38,4 +39,5 @@ def test_dry_run_reserves_nothing_and_creates_no_approval(app, client, redis_cli
 def test_dry_run_cannot_present_an_approval(client):
     body = decide_body("readFile", {"path": "/srv/a"}, dry_run=True, approval={"approval_id": "ap_x", "grant": "g"})
     resp = client.post("/v1/decide", json=body, headers=auth(roles=["support_agent"]))
-    assert resp.status_code == 422
+    error = assert_error(resp, 422, "VALIDATION_ERROR", retryable=False, path=["/"])
+    assert error["details"]["problems"][0]["message"] == "Value error, a dry run cannot present an approval"

@@ -4,15 +4,17 @@ with the embedded engine, Redis and SQLite."""
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterator
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from typing import Any
 
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from app.settings import Settings
 from tests.support.calls import auth, decide_body
+from tests.support.errors import assert_error
+from tests.support.http_server import LoopbackHTTPServer
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
@@ -25,7 +27,7 @@ class OtlpReceiver:
         received: list[Any] = []
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server API
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 request = ExportTraceServiceRequest()
                 request.ParseFromString(body)
@@ -42,17 +44,15 @@ class OtlpReceiver:
                 pass
 
         self.spans = received
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1/traces"
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._server = LoopbackHTTPServer(Handler, name="otlp-receiver")
+        self.url = self._server.url("/v1/traces")
 
     def __enter__(self) -> OtlpReceiver:
-        self._thread.start()
+        self._server.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        self._server.stop()
 
 
 @pytest.fixture
@@ -118,7 +118,8 @@ def test_without_traceparent_a_new_trace_starts_and_errors_are_marked(make_app, 
     app = make_app(otel_traces_endpoint=receiver.url)
     client = app.test_client()
     client.get("/healthz", headers={"traceparent": "00-" + "0" * 32 + "-" + PARENT_ID + "-01"})  # invalid: all zeros
-    client.post("/v1/decide", data=b"{}", headers={"Authorization": "Bearer not-a-token"})
+    assert_error(client.post("/v1/decide", data=b"{}", headers={"Authorization": "Bearer not-a-token"}), 401,
+                 "UNAUTHENTICATED", retryable=False)
     exported(app)
     by_name = {span.name: span for _, span in receiver.spans}
     assert by_name["GET /healthz"].parent_span_id == b"" and by_name["GET /healthz"].trace_id.hex() != "0" * 32

@@ -2,22 +2,19 @@
 embedded OPA engine, a real SQLite decision log, tokens signed with the test RSA key k1 and
 verified through a loopback JWKS.
 
-``ClientGateway`` wraps ``tests.support.gateway.GatewayProcess`` and drains the process's
-stderr in a thread (a retry storm makes the gateway log more than a pipe holds; an undrained
-pipe would stall it). ``python -m tests.clients.gateway`` starts Redis, the JWKS and a gateway
+``ClientGateway`` wraps ``tests.support.gateway.GatewayProcess``, which writes gunicorn's
+output to a file (a retry storm makes the gateway log more than a pipe holds; ``process.output()``
+reads it). ``python -m tests.clients.gateway`` starts Redis, the JWKS and a gateway
 on its own, prints one JSON line ``{"url", "tokens": {name: token}}`` and serves until its
 standard input closes: the TypeScript tests (``clients/ai-sdk``) start it that way.
 """
 
 from __future__ import annotations
 
-import collections
 import json
 import sys
 import tempfile
-import threading
 from pathlib import Path
-from typing import Any
 
 import requests
 
@@ -62,8 +59,6 @@ class ClientGateway:
             **(env or {}),
         }
         self.process = GatewayProcess(settings, workers=workers, threads=4)
-        self.log_tail: collections.deque[str] = collections.deque(maxlen=200)
-        self._drain: threading.Thread | None = None
 
     @property
     def url(self) -> str:
@@ -71,27 +66,10 @@ class ClientGateway:
 
     def start(self) -> ClientGateway:
         self.process.start(timeout_s=60)
-        stderr = self.process.proc.stderr if self.process.proc else None
-        if stderr is not None:
-            self._drain = threading.Thread(target=self._read, args=(stderr,), name="gateway-stderr", daemon=True)
-            self._drain.start()
         return self
 
-    def _read(self, stream: Any) -> None:
-        try:
-            for line in stream:
-                self.log_tail.append(line.decode(errors="replace").rstrip())
-        except ValueError:  # the stream was closed by stop()
-            pass
-
     def stop(self) -> None:
-        proc = self.process.proc
-        if proc is not None:
-            proc.terminate()
-            proc.wait(timeout=15)
-        if self._drain is not None:
-            self._drain.join(timeout=5)
-        self.process.stop()
+        self.process.stop(timeout_s=15)
 
     def errors_total(self, code: str) -> float:
         """``toolgate_errors_total{code=...}`` summed over the workers (0 before the first)."""

@@ -30,6 +30,9 @@ from tests.clients.gateway import ClientGateway, token_for
 from tests.support.idempotency import ticket, ticket_input
 from tests.support.servers import RedisServer, free_port
 
+# Every call is timed against its retry deadline (a 16-client storm on a 2-worker gateway).
+pytestmark = pytest.mark.serial
+
 STORM_CLIENTS = 16
 STORM = RetryPolicy(max_attempts=10, deadline_s=3.5, base_delay_s=0.05, max_delay_s=0.5)
 

@@ -4,8 +4,12 @@ from tests.api.conftest import (  # noqa: F401
     app,
     base_settings,
     client,
+    empty_decision_log,
     jwks_server,
     make_app,
     opa_server,
+    opa_test_server,
+    shipped_contracts,
+    shipped_engines,
     sidecar_client,
 )

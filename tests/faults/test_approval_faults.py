@@ -8,6 +8,7 @@ import pytest
 
 from tests.support.approvals import ADMIN, APPROVER, answer, approve, decide, headers, payment, request_approval, with_grant
 from tests.support.calls import auth, decide_body
+from tests.support.errors import assert_error
 from tests.support.servers import RedisServer
 
 INVALID = "approval grant invalid"
@@ -28,10 +29,7 @@ def sidecar_app(make_app, opa_server, own_redis):
 
 
 def assert_unavailable(resp) -> None:
-    assert resp.status_code == 503, resp.get_json()
-    error = resp.get_json()["error"]
-    assert (error["code"], error["retryable"]) == ("DEPENDENCY_UNAVAILABLE", True)
-    assert resp.headers["Retry-After"]
+    assert_error(resp, 503, "DEPENDENCY_UNAVAILABLE", retryable=True)
 
 
 def test_redis_down_when_a_grant_is_presented_is_503_before_the_policy(sidecar_app, opa_server, own_redis):
@@ -98,7 +96,7 @@ def test_no_approval_keys_in_production_means_no_grants(make_app):
 def test_oversized_grant_is_rejected_at_the_edge(client):
     body = with_grant(payment(1500), "ap_" + "A" * 32, "tgg1." + "A" * 8200)
     resp = client.post("/v1/decide", json=body, headers=headers())
-    assert resp.status_code == 422
+    assert_error(resp, 422, "VALIDATION_ERROR", retryable=False, path=["/approval/grant"])
 
 
 @pytest.mark.parametrize(
@@ -132,7 +130,7 @@ def test_hostile_approval_ids_reach_nothing(client, approval_id):
         client.get(f"/v1/approvals/{approval_id}", headers=auth(*APPROVER)),
         answer(client, approval_id),
     ):
-        assert resp.status_code == 404, resp.get_json()
+        assert_error(resp, 404, "NOT_FOUND", retryable=False)
 
 
 def test_a_self_asserted_approval_is_not_part_of_the_api(client):
@@ -140,7 +138,7 @@ def test_a_self_asserted_approval_is_not_part_of_the_api(client):
     caller, so the member is unknown and the envelope is rejected (422)."""
     body = {**payment(1500), "approval": {"approval_id": "ap_" + "A" * 32, "approved": True}}
     resp = client.post("/v1/decide", json=body, headers=headers())
-    assert resp.status_code == 422 and resp.get_json()["error"]["code"] == "VALIDATION_ERROR"
+    assert_error(resp, 422, "VALIDATION_ERROR", retryable=False, path=["/approval/approved"])
 
 
 def test_input_without_a_canonical_form_cannot_be_approved(client):
@@ -161,7 +159,7 @@ def test_malformed_answer_bodies_are_400(client, raw):
     resp = client.post(
         f"/v1/approvals/{approval_id}", data=raw, headers={**auth(*APPROVER), "Content-Type": "application/json"}
     )
-    assert resp.status_code == 400 and resp.get_json()["error"]["code"] == "VALIDATION_ERROR"
+    assert_error(resp, 400, "VALIDATION_ERROR", retryable=False)
 
 
 def test_oversized_answer_body_is_413(client):
@@ -170,7 +168,7 @@ def test_oversized_answer_body_is_413(client):
     resp = client.post(
         f"/v1/approvals/{approval_id}", data=raw, headers={**auth(*APPROVER), "Content-Type": "application/json"}
     )
-    assert resp.status_code == 413
+    assert_error(resp, 413, "VALIDATION_ERROR", retryable=False)
 
 
 def test_grants_never_reach_the_logs(client, caplog):

@@ -9,14 +9,15 @@ import shutil
 import sqlite3
 import subprocess
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
 from app.audit.queries import DecisionQuery
 from tests.support.calls import auth, decide_body
+from tests.support.errors import assert_error
 from tests.support.postgres import fresh_database, shared_postgres
 
 AGENT = {"roles": ["support_agent"]}
@@ -31,10 +32,8 @@ def _invalid(client):
 
 
 def assert_fails_closed(resp) -> None:
-    body = resp.get_json()
-    assert resp.status_code == 503, body
-    assert body["error"]["code"] == "DEPENDENCY_UNAVAILABLE" and body["error"]["retryable"] is True
-    assert "decision" not in body and resp.headers["Retry-After"]
+    assert_error(resp, 503, "DEPENDENCY_UNAVAILABLE", retryable=True)
+    assert "decision" not in resp.get_json()
 
 
 @contextmanager

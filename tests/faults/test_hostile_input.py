@@ -8,6 +8,8 @@ import json
 import pytest
 
 from tests.support.calls import auth, decide_body
+from tests.support.errors import assert_error
+
 
 def _support_agent() -> dict[str, str]:
     """A fresh token per request: a token minted at import would expire in a long suite."""
@@ -18,16 +20,11 @@ def _post(client, data, *, content_type="application/json", headers=None):
     return client.post("/v1/decide", data=data, headers={**(headers or _support_agent()), "Content-Type": content_type})
 
 
-def _error(resp, status, code="VALIDATION_ERROR"):
-    assert resp.status_code == status, resp.get_data(as_text=True)
-    body = resp.get_json()
-    assert body["ok"] is False
-    assert body["error"]["code"] == code
-    assert body["error"]["retryable"] is False
-    assert body["request_id"] == resp.headers["X-Request-Id"]
-    text = resp.get_data(as_text=True)
-    assert "Traceback" not in text and "File \"" not in text
-    return body
+def _invalid(resp, status: int, path: str | list[str] | None = None) -> dict:
+    """``resp`` is a VALIDATION_ERROR (not retryable) with the problem at ``path``, and shows no
+    source file of the gateway."""
+    assert "File \"" not in resp.get_data(as_text=True)
+    return assert_error(resp, status, "VALIDATION_ERROR", retryable=False, path=path)
 
 
 @pytest.mark.parametrize(
@@ -43,18 +40,17 @@ def _error(resp, status, code="VALIDATION_ERROR"):
     ],
 )
 def test_malformed_bodies_are_400(client, raw):
-    _error(_post(client, raw), 400)
+    _invalid(_post(client, raw), 400)
 
 
 @pytest.mark.parametrize("raw", [b"[]", b'[{"tool": "readFile"}]', b'"x"', b"42", b"null"])
 def test_non_object_json_is_400(client, raw):
-    body = _error(_post(client, raw), 400)
-    assert body["error"]["message"] == "request body must be a JSON object"
+    assert _invalid(_post(client, raw), 400)["message"] == "request body must be a JSON object"
 
 
 def test_one_mebibyte_is_413(client):
     raw = json.dumps(decide_body("readFile", {"path": "a" * (1024 * 1024)})).encode()
-    _error(_post(client, raw), 413)
+    _invalid(_post(client, raw), 413)
 
 
 def test_input_nested_100_deep_is_422(client):
@@ -63,41 +59,45 @@ def test_input_nested_100_deep_is_422(client):
     for _ in range(100):
         node["a"] = {}
         node = node["a"]
-    body = _error(_post(client, json.dumps(decide_body("someDynamicTool", nested)).encode()), 422)
-    assert body["error"]["details"]["problems"][0]["path"] == "/input"
+    _invalid(_post(client, json.dumps(decide_body("someDynamicTool", nested)).encode()), 422, ["/input"])
 
 
 def test_unknown_envelope_field_is_422(client):
     """pc-13: a body asserting another caller is rejected (the acceptable alternative)."""
     raw = decide_body("readFile", {"path": "/srv/a"}, caller={"sub": "u-root", "roles": ["admin"]})
-    body = _error(_post(client, json.dumps(raw).encode()), 422)
-    assert body["error"]["details"]["problems"] == [{"path": "/caller", "message": "Extra inputs are not permitted"}]
+    error = _invalid(_post(client, json.dumps(raw).encode()), 422, ["/caller"])
+    assert error["details"]["problems"] == [{"path": "/caller", "message": "Extra inputs are not permitted"}]
 
 
 def test_unknown_input_field_is_422(client):
     raw = decide_body("readFile", {"path": "/srv/a", "mode": "rw"})
-    body = _error(_post(client, json.dumps(raw).encode()), 422)
-    assert {"path": "/mode"}.items() <= body["error"]["details"]["problems"][0].items()
+    _invalid(_post(client, json.dumps(raw).encode()), 422, ["/mode"])
 
 
 @pytest.mark.parametrize(
-    "tool_input",
-    [{"path": 42}, {"path": None}, {"path": ["a"]}, {"path": ""}, {"path": "a\u0000b"}, {}],
+    ("tool_input", "paths"),
+    [
+        ({"path": 42}, ["/path"]),
+        ({"path": None}, ["/path"]),
+        ({"path": ["a"]}, ["/path"]),
+        ({"path": ""}, ["/path", "/path"]),  # too short, and not matching the pattern
+        ({"path": "a\u0000b"}, ["/path"]),
+        ({}, [""]),  # JSON Schema reports a missing property at the object that lacks it
+    ],
 )
-def test_wrong_types_are_422(client, tool_input):
-    _error(_post(client, json.dumps(decide_body("readFile", tool_input)).encode()), 422)
+def test_wrong_types_are_422(client, tool_input, paths):
+    _invalid(_post(client, json.dumps(decide_body("readFile", tool_input)).encode()), 422, paths)
 
 
 @pytest.mark.parametrize("tool", ["__class__", "../x", "", "a" * 300, "x y", "tool\n", 42, None])
 def test_bad_tool_names_are_422(client, tool):
     raw = {"tool": tool, "version": "1", "input": {}}
-    body = _error(_post(client, json.dumps(raw).encode()), 422)
-    assert body["error"]["details"]["problems"][0]["path"] == "/tool"
+    _invalid(_post(client, json.dumps(raw).encode()), 422, ["/tool"])
 
 
 def test_input_must_be_an_object(client):
     raw = {"tool": "readFile", "version": "1", "input": ["/etc/passwd"]}
-    _error(_post(client, json.dumps(raw).encode()), 422)
+    _invalid(_post(client, json.dumps(raw).encode()), 422, ["/input"])
 
 
 def test_unregistered_tool_name_is_a_decision_not_an_error(client):
@@ -117,9 +117,9 @@ def test_bad_request_id_is_replaced(client):
 
 
 def test_unknown_route_and_method_are_structured(client):
-    _error(client.get("/v1/nothing-here"), 404, "NOT_FOUND")
+    assert_error(client.get("/v1/nothing-here"), 404, "NOT_FOUND", retryable=False)
     resp = client.get("/v1/decide", headers=_support_agent())
-    _error(resp, 405)
+    _invalid(resp, 405)
     assert "POST" in resp.headers["Allow"]
 
 
@@ -131,9 +131,9 @@ def test_uncaught_exception_is_500_without_leak(app, client, monkeypatch):
 
     monkeypatch.setattr(deps.engine, "evaluate", explode)
     resp = client.post("/v1/decide", json=decide_body("readFile", {"path": "/srv/a"}), headers=_support_agent())
-    body = _error(resp, 500, "INTERNAL_ERROR")
+    error = assert_error(resp, 500, "INTERNAL_ERROR", retryable=False)
     assert "secret internal detail" not in resp.get_data(as_text=True)
-    assert body["error"]["message"] == "internal error"
+    assert error["message"] == "internal error"
 
 
 @pytest.mark.parametrize(
@@ -147,7 +147,7 @@ def test_uncaught_exception_is_500_without_leak(app, client, monkeypatch):
 def test_lone_surrogates_are_400_not_5xx(client, raw):
     """A string RFC 8785 cannot canonicalize is the caller's mistake (400), never a retryable
     503 or a 500; a valid surrogate pair (an emoji) is fine."""
-    _error(_post(client, raw), 400)
+    _invalid(_post(client, raw), 400)
     ok = _post(client, rb'{"tool": "dynX", "input": {"note": "\ud83d\ude00"}}')
     assert ok.status_code == 200
 
@@ -165,7 +165,7 @@ def test_sensitive_paths_apply_to_unknown_versions(client, app):
 
 def test_double_slash_report_is_not_redirected_to_another_key(client):
     resp = client.post("/v1/executions//pay-1/complete", json={"result": {}}, headers=_support_agent())
-    assert resp.status_code == 404
+    assert_error(resp, 404, "NOT_FOUND", retryable=False)
     assert "Location" not in resp.headers
 
 
@@ -173,10 +173,10 @@ def test_comma_in_idempotency_key_is_refused(client):
     """Repeated header lines arrive joined with commas; such a key is ambiguous."""
     body = decide_body("createTicket", {"title": "t", "description": "d", "clientMutationId": "6f1c2b1e-9a8d-4c3b-8e7f-1a2b3c4d5e6f"})
     resp = client.post("/v1/decide", json=body, headers={**_support_agent(), "Idempotency-Key": "d1,d2"})
-    _error(resp, 400)
+    _invalid(resp, 400, ["/headers/Idempotency-Key"])
 
 
 def test_unauthenticated_calls_carry_no_decision_id(client):
     resp = client.post("/v1/decide", json=decide_body("readFile", {"path": "/a"}), headers={"Authorization": "Bearer x"})
-    assert resp.status_code == 401
+    assert_error(resp, 401, "UNAUTHENTICATED", retryable=False)
     assert "X-Decision-Id" not in resp.headers

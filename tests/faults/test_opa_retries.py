@@ -1,4 +1,4 @@
-"""The shared retry cases (../shared/cases/jwt-retry-cases.jsonl, area retry) against the OPA
+"""The retry cases (tests/data/cases/jwt-retry-cases.jsonl, area retry) against the OPA
 sidecar path: per-attempt timeout, at most 3 attempts, one 2 s deadline, full-jitter backoff
 (base 50 ms, cap 1 s), Retry-After honoured, a retry budget, and a deadline that bounds the whole
 call. The sidecar is the scriptable stand-in (tests/support/opa_server.py): a real OPA cannot be
@@ -15,8 +15,12 @@ import pytest
 
 from app.engine.opa_http import parse_retry_after
 from tests.support.calls import auth, decide_body
+from tests.support.errors import assert_error
 from tests.support.opa_server import Behaviour
 from tests.support.servers import free_port
+
+# Backoff gaps and whole-call latencies are asserted to within tens of milliseconds.
+pytestmark = pytest.mark.serial
 
 PAYLOAD_A = decide_body("readFile", {"path": "/srv/reports/q1.csv"})
 
@@ -45,9 +49,8 @@ def test_retry_001_one_503_then_success(sidecar_client, opa_server):
 def test_retry_003_retry_after_beyond_deadline_stops(sidecar_client, opa_server):
     opa_server.always(Behaviour(status=503, headers={"Retry-After": "5"}))
     resp, latency = _post(sidecar_client)
-    assert resp.status_code == 503
+    assert_error(resp, 503, "DEPENDENCY_UNAVAILABLE", retryable=True)
     assert len(opa_server.calls) == 1
-    assert resp.headers["Retry-After"].isdigit()
     assert latency < 2.3
 
 
@@ -63,8 +66,7 @@ def test_retry_005_invalid_retry_after_is_ignored(sidecar_client, opa_server, va
 def test_retry_007_persistent_503_is_capped_at_three_attempts(sidecar_client, opa_server):
     opa_server.always(Behaviour(status=503))
     resp, latency = _post(sidecar_client)
-    assert resp.status_code == 503
-    assert "Retry-After" in resp.headers
+    assert_error(resp, 503, "DEPENDENCY_UNAVAILABLE", retryable=True)
     assert len(opa_server.calls) == 3
     assert latency < 2.3
 
@@ -72,15 +74,16 @@ def test_retry_007_persistent_503_is_capped_at_three_attempts(sidecar_client, op
 def test_retry_009_connection_refused_is_bounded(make_app):
     client = make_app(engine="opa", opa_url=f"http://127.0.0.1:{free_port()}").test_client()
     resp, latency = _post(client)
-    assert resp.status_code == 503 and "Retry-After" in resp.headers
+    assert_error(resp, 503, "DEPENDENCY_UNAVAILABLE", retryable=True)
     assert latency < 2.3
 
 
 def test_retry_011_budget_limits_amplification(sidecar_client, opa_server):
     opa_server.always(Behaviour(status=503))
     with ThreadPoolExecutor(max_workers=20) as pool:
-        statuses = [r.status_code for r, _ in pool.map(lambda _: _post(sidecar_client), range(200))]
-    assert statuses == [503] * 200
+        responses = [r for r, _ in pool.map(lambda _: _post(sidecar_client), range(200))]
+    for resp in responses:
+        assert_error(resp, 503, "DEPENDENCY_UNAVAILABLE", retryable=True)
     assert len(opa_server.calls) <= 200 * (1 + 0.2) + 10
 
 
@@ -89,9 +92,10 @@ def test_retry_013_no_retry_past_the_deadline(make_app, opa_server):
     opa_server.script(Behaviour(status=503, delay_s=1.8))
     resp, latency = _post(client)
     assert latency <= 2.3
-    assert resp.status_code in (200, 503)
-    if resp.status_code == 503:
-        assert "Retry-After" in resp.headers
+    if resp.status_code == 200:
+        assert resp.get_json()["decision"] == "allow"
+    else:
+        assert_error(resp, 503, "DEPENDENCY_UNAVAILABLE", retryable=True)
 
 
 def test_a_trickling_sidecar_is_cut_at_the_deadline(make_app, opa_server):

@@ -19,6 +19,9 @@ from app.settings import Settings
 from tests.support.gateway import GatewayProcess
 from tests.support.proxy import ProxyProcess
 
+# Latency ratios under 200 slow connections and timeouts measured in wall-clock seconds.
+pytestmark = pytest.mark.serial
+
 BODY = json.dumps({"tool": "readFile", "version": "1", "input": {"path": "/srv/reports/q1.csv"}})
 
 

@@ -12,7 +12,8 @@
 ``/jwks.json`` serves the current JWKS document (``application/json``); paths added with
 ``add_file`` serve their bytes; anything else is 404. Every request, whatever its answer, is
 counted in ``hits`` by path (query string removed). ``delay_s`` delays every answer (to test
-timeouts). Binds 127.0.0.1 on a free port; thread-safe.
+timeouts). Binds 127.0.0.1 on a free port; thread-safe; ``stop()`` returns at once
+(``tests.support.http_server``).
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ import json
 import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.support.http_server import LoopbackHTTPServer
 
 JWKS_PATH = "/jwks.json"
 
@@ -37,8 +40,7 @@ class JwksServer:
         self._status: int | None = None
         self.delay_s = 0.0
         self.hits: Counter[str] = Counter()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
+        self._server: LoopbackHTTPServer | None = None
 
     # lifecycle -----------------------------------------------------------------------------
     def start(self) -> JwksServer:
@@ -47,28 +49,19 @@ class JwksServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
 
-            def do_GET(self) -> None:  # noqa: N802 - http.server API
+            def do_GET(self) -> None:
                 owner._handle(self)
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence
+            def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name="jwks-server", daemon=True
-        )
-        self._thread.start()
+        self._server = LoopbackHTTPServer(Handler, name="jwks-server").start()
         return self
 
     def stop(self) -> None:
         if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
+            self._server.stop()
             self._server = None
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
 
     def __enter__(self) -> JwksServer:
         return self.start()
@@ -80,7 +73,7 @@ class JwksServer:
     @property
     def port(self) -> int:
         assert self._server is not None, "server not started"
-        return int(self._server.server_address[1])
+        return self._server.port
 
     @property
     def base_url(self) -> str:

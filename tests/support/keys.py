@@ -150,7 +150,7 @@ class KeyPair:
     def self_signed_cert_pem(self, common_name: str = "attacker.test") -> bytes:
         """A self-signed X.509 certificate for this key (for x5u / x5c cases)."""
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-        now = _dt.datetime.now(_dt.timezone.utc)
+        now = _dt.datetime.now(_dt.UTC)
         algorithm = None if isinstance(self.private_key, ed25519.Ed25519PrivateKey) else hashes.SHA256()
         cert = (
             x509.CertificateBuilder()

@@ -12,6 +12,7 @@ fixture runs a test once on SQLite and once on PostgreSQL.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import glob
 import itertools
 import os
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.loopback import BIND_ATTEMPTS
 from tests.support.servers import free_port, wait_for_port
 
 
@@ -37,13 +39,17 @@ def _bin_dir() -> Path:
 
 
 class PostgresServer:
-    """One PostgreSQL cluster; ``start()``, ``stop()`` (for outage tests), ``cleanup()``."""
+    """One PostgreSQL cluster; ``start()``, ``stop()`` (for outage tests), ``cleanup()``.
+
+    The first ``start()`` moves to another free port when the picked one was taken meanwhile
+    (``bench.loopback``); later starts keep the port, so DSNs stay valid across an outage."""
 
     def __init__(self) -> None:
         self.bin = _bin_dir()
         self.root = Path(tempfile.mkdtemp(prefix="toolgate-pg-"))
         self.data = self.root / "data"
         self.port = free_port()
+        self._port_settled = False
         self._as_user: list[str] = []
         if os.geteuid() == 0:
             owner = pwd.getpwnam("postgres")
@@ -56,22 +62,34 @@ class PostgresServer:
         subprocess.run([*self._as_user, *args], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60)
 
     def start(self) -> PostgresServer:
-        options = (
-            f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
-            " -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
-        )
-        self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "log"), "-o", options, "-w", "start")
-        wait_for_port(self.port)
-        return self
+        """Start the cluster and wait until it accepts connections; raises
+        ``subprocess.CalledProcessError`` (the log's tail in its ``stderr``) when it cannot."""
+        for attempt in range(BIND_ATTEMPTS):
+            log = self.root / f"log-{self.port}"
+            options = (
+                f"-p {self.port} -k {self.root} -c listen_addresses=127.0.0.1 -c fsync=off"
+                " -c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+            )
+            try:
+                self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-l", str(log), "-o", options, "-w", "start")
+            except subprocess.CalledProcessError as exc:
+                text = log.read_text(errors="replace") if log.exists() else ""
+                if self._port_settled or "Address already in use" not in text or attempt == BIND_ATTEMPTS - 1:
+                    exc.stderr = (exc.stderr or b"") + text[-2000:].encode()
+                    raise
+                self.port = free_port()
+                continue
+            wait_for_port(self.port)
+            self._port_settled = True
+            return self
+        raise AssertionError("unreachable")
 
     def stop(self) -> None:
         self._run(str(self.bin / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
 
     def cleanup(self) -> None:
-        try:
+        with contextlib.suppress(subprocess.CalledProcessError):  # already stopped
             self.stop()
-        except subprocess.CalledProcessError:
-            pass
         shutil.rmtree(self.root, ignore_errors=True)
 
     def dsn(self, database: str = "postgres") -> str:

@@ -1,37 +1,23 @@
 """A local Redis Cluster for tests: three masters on free loopback ports, no replicas.
 
 ``RedisClusterHarness(workdir).start()`` starts ``redis-server --cluster-enabled yes`` three
-times (``RedisServer(cluster=True)``), joins them with ``redis-cli --cluster create ...
---cluster-replicas 0 --cluster-yes`` and waits until every node reports ``cluster_state:ok``.
-``url`` names the first node; redis-py's ``RedisCluster`` discovers the others. A node also
-listens on its cluster bus port (its port + 10000), so ports are picked with both free.
+times (``RedisServer(cluster=True)``: each on a port whose cluster bus port, port + 10000, is
+free too), joins them with ``redis-cli --cluster create ... --cluster-replicas 0
+--cluster-yes`` and waits until every node reports ``cluster_state:ok``. ``url`` names the
+first node; redis-py's ``RedisCluster`` discovers the others. ``flush()`` empties every node
+(the suite starts one cluster per test process and flushes it before each test that uses it).
 """
 
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
 
-from tests.support.servers import RedisServer, free_port
+import redis
 
-_BUS_OFFSET = 10_000
-
-
-def _node_port() -> int:
-    """A free loopback port whose cluster bus port (port + 10000) is free too."""
-    while True:
-        port = free_port()
-        if port + _BUS_OFFSET > 65_535:
-            continue
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port + _BUS_OFFSET))
-            except OSError:
-                continue
-        return port
+from tests.support.servers import RedisServer
 
 
 class RedisClusterHarness:
@@ -42,7 +28,7 @@ class RedisClusterHarness:
         if cli is None:
             raise RuntimeError("redis-cli is not installed (scripts/install.sh installs it)")
         self.cli = cli
-        self.nodes = [RedisServer(workdir / f"node{i}", port=_node_port(), cluster=True) for i in range(masters)]
+        self.nodes = [RedisServer(workdir / f"node{i}", cluster=True) for i in range(masters)]
 
     @property
     def url(self) -> str:
@@ -58,6 +44,12 @@ class RedisClusterHarness:
         )
         self._wait_until_ok(timeout_s)
         return self
+
+    def flush(self) -> None:
+        """FLUSHALL on every node (each master holds its own slots' keys)."""
+        for node in self.nodes:
+            with redis.Redis(host="127.0.0.1", port=node.port, socket_timeout=5) as client:
+                client.flushall()
 
     def _wait_until_ok(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

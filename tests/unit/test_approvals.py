@@ -20,7 +20,6 @@ from app.errors import Conflict, Forbidden, NotFound
 from app.models import ApprovalPresentation, PolicyDecision, Subject
 from app.redis_client import build_redis
 from app.settings import Settings
-from tests.support.redis_cluster import RedisClusterHarness
 
 KEYS = [("k1", b"s" * 32)]
 T0 = 1_750_000_000.0
@@ -55,18 +54,11 @@ def clock() -> Clock:
     return Clock()
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    harness = RedisClusterHarness(tmp_path_factory.mktemp("cluster")).start()
-    yield harness
-    harness.stop()
-
-
 @pytest.fixture(params=["standalone", "cluster"])
 def redis_conn(request, redis_server):
     """The gateway's Redis connection (threads=40: up to 20 racing request threads here)."""
     if request.param == "cluster":
-        settings = Settings(redis_url=request.getfixturevalue("cluster").url, redis_cluster=True)
+        settings = Settings(redis_url=request.getfixturevalue("redis_cluster").url, redis_cluster=True)
     else:
         settings = Settings(redis_url=redis_server.url)
     conn = build_redis(settings.model_copy(update={"threads": 40, "redis_socket_timeout_ms": 2000}))

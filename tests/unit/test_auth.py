@@ -1,6 +1,6 @@
 """Unit tests of ``app.auth`` (DESIGN §2 step 2, §7).
 
-Every ``"area": "jwt"`` case of ``/work/shared/cases/jwt-retry-cases.jsonl`` is a test here,
+Every ``"area": "jwt"`` case of ``tests/data/cases/jwt-retry-cases.jsonl`` is a test here,
 run against ``TokenVerifier`` directly; the case id is in the test name. HTTP outcomes map to
 exceptions: 401 -> ``Unauthenticated``, 503 -> ``DependencyUnavailable``, 200 -> a ``Subject``
 is returned. Case expectations about OPA, Redis and response bodies belong to the API tests;
@@ -376,6 +376,7 @@ def test_jwt_023_control_float_time_claims_are_accepted(verifier: TokenVerifier,
 # --- jwt-025: unknown kids --------------------------------------------------------------------
 
 
+@pytest.mark.serial  # each refusal within 0.5 s, all 50 within 5 s
 def test_jwt_025_unknown_kids_do_not_refetch_per_request(verifier: TokenVerifier, server: JwksServer, valid_token: str, now: int) -> None:
     expect_subject(verifier, bearer(valid_token))  # warm up
     server.reset_hits()
@@ -511,6 +512,7 @@ def test_jwt_031d_b64_false_unencoded_payload_is_401(verifier: TokenVerifier, no
 # --- jwt-033: size ----------------------------------------------------------------------------
 
 
+@pytest.mark.serial  # refused within 0.2 s
 @pytest.mark.parametrize("pad", [20000, 6500], ids=["a_27kb", "b_just_over_8192"])
 def test_jwt_033_oversized_token_rejected_before_any_decoding(
     verifier: TokenVerifier, server: JwksServer, now: int, pad: int, monkeypatch: pytest.MonkeyPatch
@@ -805,6 +807,7 @@ def test_jwks_unreachable_is_dependency_unavailable(valid_token: str) -> None:
         verifier.verify(bearer(valid_token))
 
 
+@pytest.mark.serial  # the timeout within 0.9 s
 def test_jwks_timeout_is_dependency_unavailable(server: JwksServer, valid_token: str) -> None:
     server.delay_s = 1.0
     verifier = TokenVerifier(profile(server, jwt_jwks_timeout_ms=200))

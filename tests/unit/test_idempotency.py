@@ -23,19 +23,11 @@ from app.idempotency.store import IdempotencyStore, PendingCall, Stored
 from app.models import DecideRequest, Subject
 from app.redis_client import RedisConnection, build_redis
 from app.settings import Settings
-from tests.support.redis_cluster import RedisClusterHarness
 from tests.support.servers import free_port
 
 CREATE_TICKET = next(c for c in BUILTIN_CONTRACTS if c.name == "createTicket")
 EXPORT_REPORT = next(c for c in BUILTIN_CONTRACTS if c.name == "exportReport")
 TICKET = {"id": "T-1", "title": "Printer", "status": "open", "priority": "normal"}
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    harness = RedisClusterHarness(tmp_path_factory.mktemp("cluster")).start()
-    yield harness
-    harness.stop()
 
 
 @dataclass
@@ -59,7 +51,7 @@ def backend(request, redis_server):
     # emulate up to 50 request threads of one worker. A generous socket timeout: a loaded test
     # machine must not turn slow answers into 503s (tests/unit/test_redis_client.py tests it).
     cluster = request.param == "cluster"
-    url = request.getfixturevalue("cluster").url if cluster else redis_server.url
+    url = request.getfixturevalue("redis_cluster").url if cluster else redis_server.url
     settings = Settings(redis_url=url, redis_cluster=cluster, threads=50, redis_socket_timeout_ms=2000)
     redis = build_redis(settings)
     redis.run("flush", lambda c: c.flushall())

@@ -1,6 +1,6 @@
 """The shipped policies and contracts against the 45 AgentDojo banking reference calls.
 
-Every call of ``shared/data/agentdojo-banking/calls.jsonl`` is evaluated as the demo account
+Every call of ``tests/data/agentdojo-banking/calls.jsonl`` is evaluated as the demo account
 holder (emma, tenant bank-demo, role account_holder) through the real bundle
 (``policies/``, tests excluded). The safety properties are checked against the IBANs that the
 data README names, not against the policy data, so a wrong ``data.json`` cannot hide a leak.
@@ -9,7 +9,6 @@ data README names, not against the policy data, so a wrong ``data.json`` cannot 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +22,7 @@ from app.policy.bundle import load_bundle
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 POLICY_DIR = PROJECT_ROOT / "policies"
 CONTRACTS_DIR = PROJECT_ROOT / "contracts" / "agentdojo-banking"
-SHARED_DIR = Path(os.environ.get("TOOLGATE_SHARED_DIR") or Path(__file__).resolve().parents[3] / "shared")
-CALLS_FILE = SHARED_DIR / "data" / "agentdojo-banking" / "calls.jsonl"
+CALLS_FILE = PROJECT_ROOT / "tests" / "data" / "agentdojo-banking" / "calls.jsonl"
 
 EMMA = {"id": "emma", "tenant": "bank-demo", "roles": ["account_holder"]}
 # From the banking README: the account's own IBAN and the recipients in its history.
@@ -53,7 +51,7 @@ OVER_LIMIT_REASON = f"amount over {AUTO_APPROVE_LIMIT} needs the account holder'
 
 
 def _load_calls() -> list[dict[str, Any]]:
-    assert CALLS_FILE.is_file(), f"{CALLS_FILE} is missing: set TOOLGATE_SHARED_DIR to the shared/ folder"
+    assert CALLS_FILE.is_file(), f"{CALLS_FILE} is missing"
     with CALLS_FILE.open(encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
 

@@ -33,6 +33,7 @@ def test_nothing_connects_before_the_first_command():
     assert err.value.retryable and err.value.retry_after_s == 1
 
 
+@pytest.mark.serial  # between 0.09 and 0.5 s
 def test_a_silent_server_times_out_after_the_socket_timeout():
     with socket.socket() as silent:  # accepts connections (kernel backlog) but never answers
         silent.bind(("127.0.0.1", 0))
