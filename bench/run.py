@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from bench.engine import run_engine_bench
+from bench.phases import run_in_subprocess as run_phases
 from bench.report import build_results, format_table, summarize
-from bench.stack import Stack, metric_sum, rss_mib
+from bench.stack import Stack, cpu_seconds, metric_sum, rss_mib
 from bench.workloads import ceiling_config, decide_config, mix_config, seed_replays
 from bench.wrk import WrkRun, build_script, ensure_wrk, run_wrk
 
@@ -62,6 +63,8 @@ class Bench:
         self.wrk_threads = wrk_threads
         self.replay_keys: list[str] = []
         self.features: dict[str, bool] = {}
+        #: Worker CPU seconds (all workers, ``utime + stime``) of each workload run, by name.
+        self.worker_cpu_s: dict[str, float] = {}
 
     def script(self, script: str, config: dict[str, Any], name: str) -> Path:
         """Write the wrk script ``name`` (``bench/lua/<script>.lua`` with ``config``)."""
@@ -70,8 +73,21 @@ class Bench:
         return build_script(script, config, directory)
 
     def _wrk(self, script: str, config: dict[str, Any], name: str, duration_s: float) -> WrkRun:
-        return run_wrk(self.stack.url, self.script(script, config, name), duration_s=duration_s,
-                       connections=self.connections, threads=self.wrk_threads)
+        path = self.script(script, config, name)
+        before = cpu_seconds(self.stack.worker_pids())
+        run = run_wrk(self.stack.url, path, duration_s=duration_s, connections=self.connections,
+                      threads=self.wrk_threads)
+        after = cpu_seconds(list(before))
+        self.worker_cpu_s[name] = sum(after[pid] - before[pid] for pid in after)
+        return run
+
+    def measured(self, run: WrkRun, name: str, *, check_kinds: bool = False) -> dict[str, Any]:
+        """``summarize(run)`` plus ``worker_cpu_ms_per_call``: the CPU of every worker over the
+        workload ``name`` divided by its requests (workers that exited meanwhile not counted)."""
+        summary = summarize(run, check_kinds=check_kinds)
+        cpu_s = self.worker_cpu_s.get(name)
+        summary["worker_cpu_ms_per_call"] = round(cpu_s * 1000 / run.requests, 3) if cpu_s is not None and run.requests else None
+        return summary
 
     def seed(self) -> None:
         """Complete the replay keys; learn which features the gateway has."""
@@ -127,14 +143,16 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
             bench.seed()
             _log(f"gateway up at {stack.url}, workers {stack.worker_pids()}, features {bench.features}")
             bench.mix(min(5.0, duration), name="warmup")
+            _log(f"per-phase CPU of one decide call ({args.phase_calls} calls per kind, in-process)")
+            phases = run_phases(stack.settings_env(), workdir / "phases", args.phase_calls)
             _log("(a) ceiling")
-            ceiling = summarize(bench.ceiling(duration))
+            ceiling = bench.measured(bench.ceiling(duration), "ceiling")
             _log(f"    {ceiling['rps']} req/s; (b) decide allow")
-            decide = summarize(bench.decide(duration), check_kinds=True)
+            decide = bench.measured(bench.decide(duration), "decide", check_kinds=True)
             _log(f"    {decide['rps']} req/s; (c) mix")
-            mix = summarize(bench.mix(duration), check_kinds=True)
+            mix = bench.measured(bench.mix(duration), "mix", check_kinds=True)
             _log(f"    {mix['rps']} req/s; (c) mix paced at {mix['rps'] / 2:.0f} req/s")
-            half = summarize(bench.mix(duration, rate=mix["rps"] / 2, name="half"), check_kinds=True)
+            half = bench.measured(bench.mix(duration, rate=mix["rps"] / 2, name="half"), "half", check_kinds=True)
             _log(f"    p99 {half['p99_ms']} ms; memory: mix until {args.decisions // 2} decisions")
             bench.mix_until(args.decisions // 2, mix["rps"])
             rss_50k = worker_rss(stack)
@@ -148,6 +166,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
                 "error_responses_total": int(metric_sum(metrics_text, "toolgate_errors_total")),
                 "decision_log_bytes": stack.audit_path.stat().st_size if stack.audit_path.exists() else None,
                 "features": bench.features,
+                "phases_us": phases,
             }
         finally:
             stack.stop()
@@ -183,6 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="decisions before the last RSS sample (default 100k; scaled down for --duration under 30)")
     p.add_argument("--audit-synchronous", choices=("FULL", "NORMAL"), default="FULL",
                    help="SQLite decision log durability (default FULL, the shipped default: fsync per record)")
+    p.add_argument("--phase-calls", type=int, default=300,
+                   help="calls per kind of the in-process per-phase CPU breakdown (default 300)")
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs, scripts, SQLite)")
     return p
 
