@@ -227,7 +227,9 @@ def run(calls: int) -> dict[str, Any]:
     driver = Driver(app.wsgi_app, clock, os.environ["TOOLGATE_JWT_HS256_SECRET"])
     driver.seed_replays()
     kinds = measure_kinds(driver, calls)
-    return {"calls": calls, "clock": "thread_time_ns per phase; record and request: process_time_ns", "kinds": kinds,
+    import app as package
+
+    return {"calls": calls, "app": str(Path(package.__file__ or "").parent), "clock": "thread_time_ns per phase; record and request: process_time_ns", "kinds": kinds,
             "mix": mix_weighted(kinds)}
 
 
@@ -241,20 +243,26 @@ def format_phases(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run_in_subprocess(settings_env: dict[str, str], workdir: Path, calls: int, timeout_s: float = 600.0) -> dict[str, Any]:
+def run_in_subprocess(settings_env: dict[str, str], workdir: Path, calls: int, timeout_s: float = 600.0, *,
+                      source_root: Path | None = None, extra_env: dict[str, str] | None = None) -> dict[str, Any]:
     """Run the driver in a fresh interpreter with the gateway's ``settings_env`` (its Redis and
-    secrets), a decision log, metrics and policy status directory of its own under ``workdir``;
-    its log goes to ``workdir/phases.log``. Returns its result; raises ``RuntimeError`` when it
-    fails (with the log tail)."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "metrics").mkdir(exist_ok=True)
+    secrets), a decision log, metrics and policy status directory of its own under ``workdir``
+    (emptied first) and ``extra_env``; its log goes to ``workdir/phases.log``. ``source_root``:
+    the checkout whose ``app`` (and policies, contracts) the driver imports, this one by
+    default. Returns its result; raises ``RuntimeError`` when it fails (with the log tail)."""
+    import shutil
+
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    (workdir / "metrics").mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOOLGATE_")}
     env.update(settings_env, TOOLGATE_AUDIT_DSN=str(workdir / "decisions.sqlite"),
-               PROMETHEUS_MULTIPROC_DIR=str(workdir / "metrics"), TOOLGATE_POLICY_STATUS_DIR=str(workdir))
+               PROMETHEUS_MULTIPROC_DIR=str(workdir / "metrics"), TOOLGATE_POLICY_STATUS_DIR=str(workdir),
+               **(extra_env or {}))
     log_path = workdir / "phases.log"
     with log_path.open("wb") as log:
         done = subprocess.run([sys.executable, "-m", "bench.phases", "--calls", str(calls)], env=env,
-                              cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, stderr=log,
+                              cwd=source_root or Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, stderr=log,
                               timeout=timeout_s, check=False)
     if done.returncode != 0:
         tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-20:])
