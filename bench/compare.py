@@ -3,7 +3,7 @@
 Judges one change by the per-phase CPU of ``bench.phases``: the driver runs alternately
 against two versions of the gateway, ``--rounds`` times each, on one private Redis, so that
 the machine's drift hits both alike. The *before* side is the checkout at git revision
-``--before`` (a temporary ``git worktree``, with this checkout's ``bench`` copied in so that
+``--before`` (its files from ``git archive`` in a temporary directory, with this checkout's ``bench`` copied in so that
 both sides are measured by the same driver) or, without ``--before``, this checkout again;
 ``--before-env`` / ``--after-env`` add environment variables to a side (``GOMAXPROCS=1``,
 ``TOOLGATE_...``). The *after* side is this checkout.
@@ -39,10 +39,11 @@ def _env_pairs(pairs: list[str]) -> dict[str, str]:
 
 
 def checkout(rev: str, directory: Path) -> Path:
-    """A detached ``git worktree`` of ``rev`` at ``directory`` with this checkout's ``bench``;
+    """The files of ``rev`` (``git archive``) at ``directory``, with this checkout's ``bench``;
     raises ``subprocess.CalledProcessError`` for an unknown revision."""
-    subprocess.run(["git", "-C", str(PROJECT_ROOT), "worktree", "add", "--detach", "--quiet", str(directory), rev],
-                   check=True)
+    directory.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(PROJECT_ROOT), "archive", rev], check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(directory)], input=archive, check=True)
     shutil.rmtree(directory / "bench", ignore_errors=True)
     shutil.copytree(PROJECT_ROOT / "bench", directory / "bench", ignore=shutil.ignore_patterns("__pycache__"))
     return directory
@@ -68,7 +69,8 @@ def compare(*, before_root: Path, before_env: dict[str, str], after_env: dict[st
         stack.stop_redis()
     before, after = _median(sides["before"]), _median(sides["after"])
     ratio = {phase: round(after[phase] / before[phase], 3) if before[phase] else None for phase in PHASE_ORDER}
-    return {"rounds": rounds, "calls": calls, "before_app": sides["before"][0]["app"],
+    gc = {side: [r["python_gc"] for r in runs] for side, runs in sides.items()}
+    return {"rounds": rounds, "calls": calls, "python_gc": gc, "before_app": sides["before"][0]["app"],
             "after_app": sides["after"][0]["app"], "before": before, "after": after, "ratio": ratio}
 
 
@@ -79,6 +81,9 @@ def format_comparison(result: dict[str, Any]) -> str:
         ratio = result["ratio"][phase]
         lines.append(f"{phase:<20}{result['before'][phase]:>10.1f}{result['after'][phase]:>10.1f}"
                      f"{'-' if ratio is None else f'{ratio:.3f}':>8}")
+    for side, runs in result.get("python_gc", {}).items():
+        full = [r["full_ms_each"] for r in runs]
+        lines.append(f"{side}: Python full collections per run {[r['collections'][2] for r in runs]}, ms each {full}")
     return "\n".join(lines)
 
 
@@ -86,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; see the module docstring."""
     parser = argparse.ArgumentParser(prog="python -m bench.compare", description=__doc__.splitlines()[0])
     parser.add_argument("--before", help="git revision of the before side (default: this checkout)")
+    parser.add_argument("--before-dir", type=Path,
+                        help="a directory with the before side's files (instead of --before), bench copied in")
     parser.add_argument("--before-env", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--after-env", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--rounds", type=int, default=3, help="runs of each side, alternated (default 3)")
@@ -96,14 +103,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.before:
             before_root = checkout(args.before, workdir / "before-tree")
+        elif args.before_dir:
+            before_root = workdir / "before-tree"
+            shutil.copytree(args.before_dir, before_root, ignore=shutil.ignore_patterns("__pycache__", ".venv", ".git"))
+            shutil.rmtree(before_root / "bench", ignore_errors=True)
+            shutil.copytree(PROJECT_ROOT / "bench", before_root / "bench", ignore=shutil.ignore_patterns("__pycache__"))
         result = compare(before_root=before_root, before_env=_env_pairs(args.before_env),
                          after_env=_env_pairs(args.after_env), rounds=args.rounds, calls=args.calls, workdir=workdir)
     finally:
-        if args.before:
-            subprocess.run(["git", "-C", str(PROJECT_ROOT), "worktree", "remove", "--force", str(workdir / "before-tree")],
-                           check=False)
         shutil.rmtree(workdir, ignore_errors=True)
-    result["before_rev"] = args.before or "this checkout"
+    result["before_rev"] = args.before or (str(args.before_dir) if args.before_dir else "this checkout")
     result["before_env"], result["after_env"] = args.before_env, args.after_env
     print(format_comparison(result), file=sys.stderr)
     print(json.dumps(result))
