@@ -1,4 +1,6 @@
-"""JSON structured logging: one JSON object per line on stderr (python-json-logger).
+"""JSON structured logging: one JSON object per line on stderr (python-json-logger, its orjson
+formatter: the request log line is on the hot path, and orjson writes it in about half the CPU
+of the standard library's encoder).
 
 Never log the Authorization header, tokens, grants, secrets or raw tool input: callers add
 only the fields they mean to (``extra={...}``).
@@ -9,7 +11,16 @@ from __future__ import annotations
 import logging
 import sys
 
-from pythonjsonlogger.json import JsonFormatter
+from pythonjsonlogger.orjson import OrjsonFormatter
+
+
+def json_formatter() -> logging.Formatter:
+    """The formatter of every log line: ``{"time", "level", "logger", "message", ...extra}``."""
+    return OrjsonFormatter(
+        "{asctime}{levelname}{name}{message}",
+        style="{",
+        rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+    )
 
 
 def configure_logging(level: str = "INFO") -> None:
@@ -19,13 +30,7 @@ def configure_logging(level: str = "INFO") -> None:
         root.setLevel(level)
         return
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        JsonFormatter(
-            "{asctime}{levelname}{name}{message}",
-            style="{",
-            rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
-        )
-    )
+    handler.setFormatter(json_formatter())
     handler._toolgate = True  # type: ignore[attr-defined]
     root.addHandler(handler)
     root.setLevel(level)

@@ -149,6 +149,19 @@ def format_table(results: dict[str, Any]) -> str:
     n = results.get("decisions_total")
     lines.append(f"worker RSS after {n if n is not None else '100k'} decisions {_fmt(results['rss_mib'], ' MiB')}, "
                  f"growth over the second half {_fmt(results['rss_growth_mib'], ' MiB')}")
+    anchors = results.get("anchors")
+    if anchors:
+        bare, side = anchors["bare_opa"], anchors["sidecar_mix"]
+        lines.append("")
+        lines.append(f"{'anchor':<22}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}{'worker CPU ms':>15}{'OPA CPU ms':>12}")
+        lines.append(f"{'bare opa run --server':<22}{_fmt(bare['rps']):>10}{_fmt(bare['p50_ms']):>9}{_fmt(bare['p99_ms']):>9}"
+                     f"{bare['errors']:>8}{'-':>15}{_fmt(bare.get('opa_cpu_ms_per_call')):>12}")
+        lines.append(f"{'(c) mix, ENGINE=opa':<22}{_fmt(side['rps']):>10}{_fmt(side['p50_ms']):>9}{_fmt(side['p99_ms']):>9}"
+                     f"{side['errors']:>8}{_fmt(side.get('worker_cpu_ms_per_call')):>15}"
+                     f"{_fmt(side.get('opa_cpu_ms_per_call')):>12}")
+        lines.append(f"ratios: mix ENGINE=opa / mix embedded {_fmt(anchors['ratio_sidecar_mix_to_embedded_mix'])}, "
+                     f"(b) embedded / bare OPA {_fmt(anchors['ratio_embedded_decide_to_bare_opa'])}, "
+                     f"(c) embedded / bare OPA {_fmt(anchors['ratio_embedded_mix_to_bare_opa'])}")
     phases = results.get("phases_us")
     if phases:
         lines.append("")

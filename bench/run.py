@@ -31,6 +31,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from bench.anchors import OpaServer, bare_opa_config, sidecar_env
 from bench.engine import run_engine_bench
 from bench.phases import run_in_subprocess as run_phases
 from bench.report import build_results, format_table, summarize
@@ -119,6 +120,58 @@ class Bench:
         return count
 
 
+def run_anchors(args: argparse.Namespace, workdir: Path, duration: float, mix: dict[str, Any],
+                decide: dict[str, Any]) -> dict[str, Any]:
+    """The anchors (``bench.anchors``), after the embedded gateway stopped: a bare OPA server
+    asked the mix's policy queries, then the mix through a gateway with ``TOOLGATE_ENGINE=opa``
+    using that server as its sidecar. ``mix`` / ``decide``: the embedded gateway's (c) and (b),
+    for the ratios."""
+    opa = OpaServer(workdir / "opa").start()
+    try:
+        script = build_script("rotate", bare_opa_config(), _workdir_for(workdir, "bare-opa"))
+        before = cpu_seconds([opa.pid])
+        run = run_wrk(opa.url, script, duration_s=duration, connections=args.connections, threads=args.wrk_threads)
+        opa_cpu = cpu_seconds([opa.pid])[opa.pid] - before[opa.pid]
+        bare = summarize(run)
+        bare["opa_cpu_ms_per_call"] = round(opa_cpu * 1000 / run.requests, 3) if run.requests else None
+        bare["decisions"] = {f"{status}:{decision}": n for (_, status, decision), n in run.responses.items()}
+        _log(f"    bare OPA {bare['rps']} req/s; the mix with TOOLGATE_ENGINE=opa")
+        stack = Stack(workdir / "sidecar-stack", workers=args.workers, threads=args.threads,
+                      worker_connections=args.worker_connections,
+                      extra_env={"TOOLGATE_AUDIT_SQLITE_SYNCHRONOUS": args.audit_synchronous, **sidecar_env(opa.url)}).start()
+        try:
+            bench = Bench(stack, workdir / "sidecar", connections=args.connections, wrk_threads=args.wrk_threads)
+            (workdir / "sidecar").mkdir(exist_ok=True)
+            bench.seed()
+            bench.mix(min(5.0, duration), name="warmup")
+            before = cpu_seconds([opa.pid])
+            sidecar = bench.measured(bench.mix(duration), "mix", check_kinds=True)
+            requests_n = sidecar["requests"]
+            opa_cpu = cpu_seconds([opa.pid])[opa.pid] - before[opa.pid]
+            sidecar["opa_cpu_ms_per_call"] = round(opa_cpu * 1000 / requests_n, 3) if requests_n else None
+        finally:
+            stack.stop()
+    finally:
+        opa.stop()
+
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return round(a / b, 3) if a and b else None
+
+    return {
+        "bare_opa": bare,
+        "sidecar_mix": sidecar,
+        "ratio_sidecar_mix_to_embedded_mix": ratio(sidecar["rps"], mix["rps"]),
+        "ratio_embedded_decide_to_bare_opa": ratio(decide["rps"], bare["rps"]),
+        "ratio_embedded_mix_to_bare_opa": ratio(mix["rps"], bare["rps"]),
+    }
+
+
+def _workdir_for(workdir: Path, name: str) -> Path:
+    directory = workdir / name
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
 def memory_decisions(duration_s: float) -> int:
     """Decisions before the last RSS sample: 100k for workloads of 30 s or more, scaled down
     (at least 10k) for shorter ones, so that a short run takes under two minutes."""
@@ -170,6 +223,9 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
             }
         finally:
             stack.stop()
+        if args.anchors:
+            _log("anchors: a bare opa run --server, then the mix with TOOLGATE_ENGINE=opa")
+            extra["anchors"] = run_anchors(args, workdir, duration, mix, decide)
         extra.update(
             duration_s=duration,
             settings={"workers": args.workers, "threads": args.threads, "connections": args.connections,
@@ -204,6 +260,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="SQLite decision log durability (default FULL, the shipped default: fsync per record)")
     p.add_argument("--phase-calls", type=int, default=300,
                    help="calls per kind of the in-process per-phase CPU breakdown (default 300)")
+    p.add_argument("--no-anchors", dest="anchors", action="store_false",
+                   help="skip the anchors (a bare OPA server, the mix with TOOLGATE_ENGINE=opa)")
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs, scripts, SQLite)")
     return p
 
