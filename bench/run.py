@@ -166,6 +166,43 @@ def run_anchors(args: argparse.Namespace, workdir: Path, duration: float, mix: d
     }
 
 
+def parse_variant(text: str) -> tuple[str, int | None, dict[str, str]]:
+    """``NAME:KEY=VALUE,...`` -> (name, threads or None, environment). The key ``threads`` sets
+    gthreads per worker; every other key is an environment variable of the gateway
+    (``TOOLGATE_ENGINE_GO_MAX_PROCS=1``). Raises ``ValueError`` for another shape."""
+    name, sep, rest = text.partition(":")
+    if not sep or not name:
+        raise ValueError(f"variant {text!r} is not NAME:KEY=VALUE,...")
+    threads, env = None, {}
+    for pair in filter(None, rest.split(",")):
+        key, eq, value = pair.partition("=")
+        if not eq or not key:
+            raise ValueError(f"variant {text!r}: {pair!r} is not KEY=VALUE")
+        if key == "threads":
+            threads = int(value)
+        else:
+            env[key] = value
+    return name, threads, env
+
+
+def run_variant(args: argparse.Namespace, workdir: Path, duration: float, text: str) -> dict[str, Any]:
+    """The mix at full speed against a gateway started with the variant ``text``
+    (``parse_variant``) and otherwise the run's settings; its figures and settings."""
+    name, threads, env = parse_variant(text)
+    stack = Stack(workdir / f"variant-{name}", workers=args.workers, threads=threads or args.threads,
+                  worker_connections=args.worker_connections,
+                  extra_env={"TOOLGATE_AUDIT_SQLITE_SYNCHRONOUS": args.audit_synchronous, **env}).start()
+    try:
+        bench = Bench(stack, _workdir_for(workdir, f"variant-{name}-wrk"), connections=args.connections,
+                      wrk_threads=args.wrk_threads)
+        bench.seed()
+        bench.mix(min(5.0, duration), name="warmup")
+        mix = bench.measured(bench.mix(duration), "mix", check_kinds=True)
+    finally:
+        stack.stop()
+    return {"name": name, "threads": threads or args.threads, "env": env, "mix": mix}
+
+
 def _workdir_for(workdir: Path, name: str) -> Path:
     directory = workdir / name
     directory.mkdir(parents=True, exist_ok=True)
@@ -223,6 +260,14 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
             }
         finally:
             stack.stop()
+        if args.variant:
+            # The run's own settings once more beside the variants, so that every variant is
+            # compared with a gateway measured in the same stretch of the run.
+            extra["variants"] = []
+            for text in ["baseline:", *args.variant]:
+                _log(f"variant {text}: the mix")
+                extra["variants"].append(run_variant(args, workdir, duration, text))
+                _log(f"    {extra['variants'][-1]['mix']['rps']} req/s")
         if args.anchors:
             _log("anchors: a bare opa run --server, then the mix with TOOLGATE_ENGINE=opa")
             extra["anchors"] = run_anchors(args, workdir, duration, mix, decide)
@@ -260,6 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="SQLite decision log durability (default FULL, the shipped default: fsync per record)")
     p.add_argument("--phase-calls", type=int, default=300,
                    help="calls per kind of the in-process per-phase CPU breakdown (default 300)")
+    p.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE,...",
+                   help="also run the mix against a gateway with these settings (threads=N or TOOLGATE_* / Go "
+                        "variables), after a baseline gateway with the run's own settings; repeatable")
     p.add_argument("--no-anchors", dest="anchors", action="store_false",
                    help="skip the anchors (a bare OPA server, the mix with TOOLGATE_ENGINE=opa)")
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs, scripts, SQLite)")
