@@ -1,8 +1,8 @@
 """Before and after in one run: ``python -m bench.compare --before REV [--after-env K=V ...]``.
 
 Judges one change by the per-phase CPU of ``bench.phases``: the driver runs alternately
-against two versions of the gateway, ``--rounds`` times each, on one private Redis, so that
-the machine's drift hits both alike. The *before* side is the checkout at git revision
+against two versions of the gateway, ``--rounds`` times each, on one private Redis, in the
+order before, after; after, before; ... so that the machine's drift hits both alike. The *before* side is the checkout at git revision
 ``--before`` (its files from ``git archive`` in a temporary directory, with this checkout's ``bench`` copied in so that
 both sides are measured by the same driver) or, without ``--before``, this checkout again;
 ``--before-env`` / ``--after-env`` add environment variables to a side (``GOMAXPROCS=1``,
@@ -61,10 +61,13 @@ def compare(*, before_root: Path, before_env: dict[str, str], after_env: dict[st
     try:
         stack.start_redis()
         settings = stack.settings_env()
-        for _ in range(rounds):
-            sides["before"].append(run_in_subprocess(settings, workdir / "before", calls, source_root=before_root,
-                                                     extra_env=before_env))
-            sides["after"].append(run_in_subprocess(settings, workdir / "after", calls, extra_env=after_env))
+        runs = {"before": lambda: run_in_subprocess(settings, workdir / "before", calls, source_root=before_root,
+                                                    extra_env=before_env),
+                "after": lambda: run_in_subprocess(settings, workdir / "after", calls, extra_env=after_env)}
+        for i in range(rounds):
+            # before, after; after, before; ...: neither side always runs first.
+            for side in ("before", "after") if i % 2 == 0 else ("after", "before"):
+                sides[side].append(runs[side]())
     finally:
         stack.stop_redis()
     before, after = _median(sides["before"]), _median(sides["after"])

@@ -154,12 +154,13 @@ def format_table(results: dict[str, Any]) -> str:
         base = variants[0]["mix"]
         lines.append("")
         lines.append(f"{'variant (c) mix':<22}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}{'CPU ms/call':>13}"
-                     f"{'CPU ratio':>11}")
+                     f"{'CPU ratio':>11}{'RSS MiB':>9}")
         for v in variants:
             m = v["mix"]
             cpu_ratio = _ratio(m.get("worker_cpu_ms_per_call"), base.get("worker_cpu_ms_per_call"))
             lines.append(f"{v['name']:<22}{_fmt(m['rps']):>10}{_fmt(m['p50_ms']):>9}{_fmt(m['p99_ms']):>9}"
-                         f"{m['errors']:>8}{_fmt(m.get('worker_cpu_ms_per_call')):>13}{_fmt(cpu_ratio):>11}")
+                         f"{m['errors']:>8}{_fmt(m.get('worker_cpu_ms_per_call')):>13}{_fmt(cpu_ratio):>11}"
+                         f"{_fmt(v.get('rss_mib')):>9}")
     anchors = results.get("anchors")
     if anchors:
         bare, side = anchors["bare_opa"], anchors["sidecar_mix"]

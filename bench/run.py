@@ -187,7 +187,8 @@ def parse_variant(text: str) -> tuple[str, int | None, dict[str, str]]:
 
 def run_variant(args: argparse.Namespace, workdir: Path, duration: float, text: str) -> dict[str, Any]:
     """The mix at full speed against a gateway started with the variant ``text``
-    (``parse_variant``) and otherwise the run's settings; its figures and settings."""
+    (``parse_variant``) and otherwise the run's settings; its figures, settings and the largest
+    worker RSS after it (MiB)."""
     name, threads, env = parse_variant(text)
     stack = Stack(workdir / f"variant-{name}", workers=args.workers, threads=threads or args.threads,
                   worker_connections=args.worker_connections,
@@ -198,9 +199,11 @@ def run_variant(args: argparse.Namespace, workdir: Path, duration: float, text: 
         bench.seed()
         bench.mix(min(5.0, duration), name="warmup")
         mix = bench.measured(bench.mix(duration), "mix", check_kinds=True)
+        rss = worker_rss(stack)
     finally:
         stack.stop()
-    return {"name": name, "threads": threads or args.threads, "env": env, "mix": mix}
+    return {"name": name, "threads": threads or args.threads, "env": env, "mix": mix,
+            "rss_mib": round(max(rss.values()), 1) if rss else None}
 
 
 def _workdir_for(workdir: Path, name: str) -> Path:
