@@ -29,6 +29,17 @@ class RequestFacts:
     trace_id: str | None
 
 
+def _caller(request: RequestFacts, subject: Subject) -> dict[str, Any]:
+    """The record fields that say who called and in which request."""
+    return {
+        "request_id": request.request_id,
+        "trace_id": request.trace_id,
+        "tenant": subject.tenant,
+        "subject_id": subject.id,
+        "roles": subject.roles,
+    }
+
+
 def _error_code(error: ToolgateError | None, succeeded: bool) -> str | None:
     if error is not None:
         return error.code
@@ -133,11 +144,7 @@ def answer_event(
     return AuditEvent(
         decision_id=decision_id,
         event="approval_answer",
-        request_id=request.request_id,
-        trace_id=request.trace_id,
-        tenant=subject.tenant,
-        subject_id=subject.id,
-        roles=subject.roles,
+        **_caller(request, subject),
         tool=facts.tool if facts else None,
         version=facts.version if facts else None,
         decision=("allow" if answer.approved else "deny") if ok else None,
@@ -158,11 +165,7 @@ def revoke_event(
     grant = revoked.grant if revoked else None
     return AuditEvent(
         event="grant_revoke",
-        request_id=request.request_id,
-        trace_id=request.trace_id,
-        tenant=subject.tenant,
-        subject_id=subject.id,
-        roles=subject.roles,
+        **_caller(request, subject),
         tool=grant.tool if grant else None,
         version=grant.version if grant else None,
         reasons=(f"scoped grant {grant_id[:64]} revoked",) if grant else (),
@@ -185,11 +188,7 @@ def report_event(
     ``for_decision_id``: the decide call whose reservation it settled (its receipt's id)."""
     return AuditEvent(
         event=event,
-        request_id=request.request_id,
-        trace_id=request.trace_id,
-        tenant=subject.tenant,
-        subject_id=subject.id,
-        roles=subject.roles,
+        **_caller(request, subject),
         reasons=tuple(r[:_MAX_REASON_CHARS] for r in reasons),
         idempotency_key_hash=key_hash,
         error_code=_error_code(error, succeeded),
@@ -204,11 +203,7 @@ def unkeyed_failure_event(
     failed (an MCP upstream that could not be reached or did not answer)."""
     return AuditEvent(
         event="execution_fail",
-        request_id=request.request_id,
-        trace_id=request.trace_id,
-        tenant=subject.tenant,
-        subject_id=subject.id,
-        roles=subject.roles,
+        **_caller(request, subject),
         tool=tool,
         version=version,
         reasons=(reason[:_MAX_REASON_CHARS],),

@@ -95,7 +95,7 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
         optional["approval_edit"] = edit
     policy_revision = decision.policy_revision or deps.engine.revision()
     if deps.receipts is not None and not dry_run:
-        optional["receipt"] = deps.receipts.sign(receipt_claims(prepared, decision, policy_revision))
+        optional["receipt"] = deps.receipts.sign(receipt_claims(prepared, decision, outcome.presented, policy_revision))
     response = DecideResponse(
         decision=decision.decision,
         reasons=list(decision.reasons),

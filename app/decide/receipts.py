@@ -7,8 +7,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from app.approvals.presented import VerifiedApproval
-from app.decide.stages import Prepared
+from app.approvals.presented import Granted
+from app.decide.stages import Prepared, Presented
 from app.models import PolicyDecision
 from app.receipts.claims import ReceiptClaims
 from app.timefmt import format_us, utc_now
@@ -22,10 +22,14 @@ def matched_rules(decision: PolicyDecision) -> list[dict[str, Any]] | None:
     return [rule.model_dump(mode="json") for rule in decision.matched_rules]
 
 
-def receipt_claims(stage: Prepared, decision: PolicyDecision, policy_revision: str) -> ReceiptClaims:
-    """What the receipt of ``stage``'s call says about ``decision`` (signed now)."""
+def receipt_claims(
+    stage: Prepared, decision: PolicyDecision, presented: Presented, policy_revision: str
+) -> ReceiptClaims:
+    """What the receipt of ``stage``'s call says about ``decision`` (signed now); ``presented``
+    is the approval that let it through, a grant presented with the call or a standing scoped
+    grant found after the policy (the record's ``approval_id``)."""
     now = utc_now()
-    grant = stage.presented.claims.approval_id if isinstance(stage.presented, VerifiedApproval) else None
+    grant = presented.approval_id if isinstance(presented, Granted) else None
     return ReceiptClaims(
         decision_id=stage.call.decision_id,
         time=format_us(now),

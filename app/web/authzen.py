@@ -10,6 +10,7 @@ from flask import Blueprint, Response, jsonify, request
 from app.decide.authzen import Evaluator
 from app.models import Subject
 from app.web.auth import require_subject
+from app.web.body import request_body
 from app.web.context import current_deps
 from app.web.requests import request_id, traceparent
 
@@ -33,7 +34,7 @@ def evaluation(subject: Subject) -> Response:
     Headers: ``Authorization: Bearer <JWT>`` (the subject of the evaluation), ``X-Request-Id``
     (echoed). Errors (DESIGN §7 bodies): 400 malformed or incomplete request, 401, 403 a subject
     other than the caller, 422 input that fails the tool's contract, 503."""
-    return jsonify(_evaluator(subject).evaluation(request.get_data(cache=False)))
+    return jsonify(_evaluator(subject).evaluation(request_body()))
 
 
 @bp.post(EVALUATIONS_PATH)
@@ -43,7 +44,7 @@ def evaluations(subject: Subject) -> Response:
     (``execute_all`` | ``deny_on_first_deny`` | ``permit_on_first_permit``); answer
     ``{"evaluations": [decision...]}`` in request order. A refused evaluation is ``false`` with
     ``context.error {status, code, message}``; 401 and 503 fail the whole request."""
-    return jsonify(_evaluator(subject).evaluations(request.get_data(cache=False)))
+    return jsonify(_evaluator(subject).evaluations(request_body()))
 
 
 @bp.get("/.well-known/authzen-configuration")

@@ -429,3 +429,24 @@ def test_the_shipped_payments_policy_needs_two_approvers_above_its_quorum_amount
     presented = {**body, "approval": {"approval_id": approval_id, "grant": second["grant"]}}
     allowed = client.post("/v1/decide", json=presented, headers={**auth(*ADMIN), "Idempotency-Key": uuid.uuid4().hex}).get_json()
     assert allowed["decision"] == "allow", allowed
+
+
+def test_a_call_a_scoped_grant_lets_through_has_a_receipt_naming_the_grant(gateway, tmp_path):
+    """The receipt and the decision record agree on the approval that let the call through."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from app.receipts.keys import PublicKeys, private_key_pem
+    from app.receipts.verify import verify_receipt
+
+    key_file = tmp_path / "receipt.pem"
+    key_file.write_bytes(private_key_pem(Ed25519PrivateKey.generate()))
+    gw = gateway({"grant_scopes": ["once", "duration"], "max_grant_ttl_s": 3600}, receipt_key_files=[str(key_file)])
+    approval_id = gw.ask(pay(1500))
+    scope = {"kind": "duration", "ttl_s": 600, "constraints": {"/amount": {"max": 2000}}}
+    assert gw.answer(approval_id, scope=scope).status_code == 200
+    later = gw.decide(pay(1800)).get_json()
+    assert later["decision"] == "allow", later
+    keys = PublicKeys.from_jwks(gw.client.get("/.well-known/toolgate-keys").get_json()["keys"])
+    claims = verify_receipt(later["receipt"], keys).claims
+    [record] = gw.records(decision="allow", event="decide")
+    assert claims.grant_id == record.approval_id == approval_id

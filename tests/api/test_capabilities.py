@@ -4,9 +4,14 @@ closed."""
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 from tests.mcp.conftest import CONTRACTS, POLICIES
 from tests.support.calls import auth
 from tests.support.servers import free_port
+
+SHIPPED_POLICIES = Path(__file__).resolve().parents[2] / "policies"
 
 
 def names(response) -> list[str]:
@@ -23,9 +28,27 @@ def test_a_caller_sees_the_contracts_its_roles_may_use(make_app) -> None:
     assert transfer["input_schema"]["required"] == ["amount", "to"] and transfer["mutating"] is True
 
 
-def test_a_policy_without_a_capability_document_lists_nothing(make_app) -> None:
-    """The shipped policies define no ``data.toolgate.capability`` yet: undefined is "may not"."""
+def test_the_shipped_policies_list_the_granted_and_governed_tools(make_app) -> None:
+    """policies/toolgate/capability: the role grants of policies/data.json, each tool with a family."""
     client = make_app().test_client()
+    support = client.get("/v1/capabilities", headers=auth("u-1", roles=["support_agent"]))
+    auditor = client.get("/v1/capabilities", headers=auth("u-2", roles=["auditor"]))
+    nobody = client.get("/v1/capabilities", headers=auth("u-3", roles=["approver"]))
+    assert support.status_code == 200 and names(support) == ["createTicket", "exportReport", "readFile"]
+    assert names(auditor) == ["exportReport"] and names(nobody) == []
+    # files.delete_not_enabled is `unavailable`: it depends on the tenant only, never on a path
+    acme_admin = client.get("/v1/capabilities", headers=auth("u-4", roles=["admin"]))
+    globex_admin = client.get("/v1/capabilities", headers=auth("u-5", tenant="globex", roles=["admin"]))
+    assert "deleteFile" in names(acme_admin)
+    assert names(globex_admin) == [n for n in names(acme_admin) if n != "deleteFile"]
+
+
+def test_a_policy_without_a_capability_document_lists_nothing(make_app, tmp_path) -> None:
+    """Undefined is "may not": a copy of the shipped policies without the capability package."""
+    policies = tmp_path / "policies"
+    shutil.copytree(SHIPPED_POLICIES, policies)
+    shutil.rmtree(policies / "toolgate" / "capability")
+    client = make_app(policy_dir=policies).test_client()
     response = client.get("/v1/capabilities", headers=auth("u-1", roles=["admin"]))
     assert response.status_code == 200 and response.get_json()["tools"] == []
 

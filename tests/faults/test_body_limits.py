@@ -39,9 +39,11 @@ def _valid_prefix_then_padding(total: int) -> bytes:
     return body + b" " * (total - len(body))
 
 
-def _post_chunked(gateway: GatewayProcess, body: bytes, chunk: int = 1000) -> tuple[int, dict, dict]:
+def _post_chunked(
+    gateway: GatewayProcess, body: bytes, chunk: int = 1000, path: str = "/v1/decide"
+) -> tuple[int, dict, dict]:
     conn = http.client.HTTPConnection("127.0.0.1", gateway.port, timeout=10)
-    conn.putrequest("POST", "/v1/decide")
+    conn.putrequest("POST", path)
     conn.putheader("Authorization", f"Bearer {_token()}")
     conn.putheader("Content-Type", "application/json")
     conn.putheader("Transfer-Encoding", "chunked")
@@ -61,6 +63,16 @@ def test_a_chunked_body_over_the_limit_is_413_not_its_prefix(gateway):
     assert status == 413, body
     assert body["error"]["code"] == "VALIDATION_ERROR" and body["error"]["retryable"] is False
     assert body["error"]["message"] == "request body is too large"
+
+
+@pytest.mark.parametrize("path", ["/access/v1/evaluation", "/access/v1/evaluations"])
+def test_a_chunked_authzen_body_over_the_limit_is_413_not_its_prefix(gateway, path):
+    evaluation = {"subject": {"type": "user", "id": "u-1"}, "action": {"name": "call"},
+                  "resource": {"type": "tool", "id": "readFile", "properties": {"input": {"path": "/srv/a"}}}}
+    prefix = json.dumps(evaluation if path.endswith("evaluation") else {"evaluations": [evaluation]}).encode()
+    status, _, body = _post_chunked(gateway, prefix + b" " * (LIMIT + 500 - len(prefix)), path=path)
+    assert status == 413, body
+    assert body["error"]["code"] == "VALIDATION_ERROR" and body["error"]["retryable"] is False
 
 
 def test_a_chunked_body_at_the_limit_is_read_whole(gateway):

@@ -190,3 +190,16 @@ def test_the_real_opa_runs_the_deploy_config(tmp_path):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def test_the_proxy_waits_longer_than_the_longest_approval_long_poll():
+    """A held ``GET /v1/approvals/<id>?wait=`` must answer, not time out in nginx as a 503."""
+    from pathlib import Path
+
+    from app.proxy.config import ProxyPaths, render
+    from app.settings import Settings
+
+    for max_wait in (0, 30, 120):
+        text = render(Settings(approval_max_wait_s=max_wait), ProxyPaths(Path("/tmp")))
+        [line] = [line for line in text.splitlines() if "proxy_read_timeout" in line]
+        assert int(line.split()[1].rstrip("s;")) > max_wait + 10

@@ -179,13 +179,16 @@ allow contains {"rule": "read_under_root", "message": "a readable path under a r
 
 under_delete_root if count(prefixes & delete_roots) > 0
 
-deny contains {
+# Unavailable whatever the input (the capability document leaves deleteFile out of the list).
+unavailable contains {
 	"rule": "delete_not_enabled",
 	"message": sprintf("deleting files is not enabled for tenant %v", [input.subject.tenant]),
 } if {
 	input.tool.name == "deleteFile"
 	not lib.tenant_feature("delete_files")
 }
+
+deny contains reason if some reason in unavailable
 
 # Paths a delete may not remove: each protected path and every folder above one.
 protected_paths := (((read_roots | delete_roots) | system_paths) | secret_paths) | pseudo_fs_roots
