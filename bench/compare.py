@@ -96,8 +96,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before", help="git revision of the before side (default: this checkout)")
     parser.add_argument("--before-dir", type=Path,
                         help="a directory with the before side's files (instead of --before), bench copied in")
-    parser.add_argument("--before-env", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--after-env", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--before-env", action="append", default=[], metavar="KEY=VALUE",
+                        help="an environment variable of the before side (repeatable)")
+    parser.add_argument("--after-env", action="append", default=[], metavar="KEY=VALUE",
+                        help="an environment variable of the after side (repeatable)")
     parser.add_argument("--rounds", type=int, default=3, help="runs of each side, alternated (default 3)")
     parser.add_argument("--calls", type=int, default=100, help="timed calls per kind and run (default 100)")
     args = parser.parse_args(argv)

@@ -5,11 +5,18 @@ Order of work (each workload lasts ``--duration`` seconds, default 30):
 1. (d) the engine alone, in-process, before any server runs (no CPU contention);
 2. start Redis and the gateway (``bench.stack``: gunicorn gthread, production settings),
    seed the replay keys, warm up with the mix;
-3. (a) ``GET /healthz``, (b) the read-only allow decision, (c) the mix at full speed, then the
-   mix paced at half of (c)'s rate for ``p99_ms_half_load``;
-4. memory: more of the mix until the gateway's ``toolgate_decisions_total`` reaches 50k, sample
-   each worker's RSS, again until 100k, sample again;
-5. write the JSON (``--out``) and print the table.
+3. the CPU per phase of one decide call of each kind (``bench.phases``, in its own process
+   against the same Redis, while the gateway idles);
+4. (a) ``GET /healthz``, (b) the read-only allow decision, (c) the mix at full speed, then the
+   mix paced at half of (c)'s rate for ``p99_ms_half_load``; for each, the workers' CPU per
+   request (``utime + stime`` of every worker from /proc, over the workload);
+5. memory: more of the mix until the gateway's ``toolgate_decisions_total`` reaches 50k, sample
+   each worker's RSS, again until 100k, sample again; stop the gateway;
+6. ``--variant``s: the mix against a gateway with the run's settings (``baseline``), then one
+   per variant;
+7. the anchors (unless ``--no-anchors``): a bare ``opa run --server`` asked the mix's policy
+   queries, then the mix through a gateway with ``TOOLGATE_ENGINE=opa`` using it as sidecar;
+8. write the JSON (``--out``) and print the table.
 
 Load comes from one wrk process on loopback (``--wrk-threads``, ``--connections``). wrk and the
 gateway share the machine's cores, as they would in any single-host measurement; the ratios
