@@ -74,8 +74,14 @@ def _prepared(value: Any) -> Any:
                 out[key] = new
         return value if out is None else out
     if kind is list or kind is tuple:
-        items = [_prepared(item) for item in value]
-        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+        copy = None
+        for index, item in enumerate(value):
+            new = _prepared(item)
+            if new is not item:
+                if copy is None:
+                    copy = list(value)
+                copy[index] = new
+        return value if copy is None else copy
     raise _NotFast
 
 
@@ -89,6 +95,10 @@ def es_number(number: float) -> str:
     if number == 0:
         return "0"
     text = repr(number)
+    if "e" not in text:
+        # repr writes 1e-4 <= |x| < 1e16 without an exponent, with the same shortest digits as
+        # ECMAScript, which differs only in writing an integral value without ".0".
+        return text[:-2] if text.endswith(".0") else text
     sign = ""
     if text[0] == "-":
         sign, text = "-", text[1:]
