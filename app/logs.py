@@ -1,6 +1,4 @@
-"""JSON structured logging: one JSON object per line on stderr (python-json-logger, its orjson
-formatter: the request log line is on the hot path, and orjson writes it in about half the CPU
-of the standard library's encoder).
+"""JSON structured logging: one JSON object per line on stderr (python-json-logger).
 
 Never log the Authorization header, tokens, grants, secrets or raw tool input: callers add
 only the fields they mean to (``extra={...}``).
@@ -11,12 +9,12 @@ from __future__ import annotations
 import logging
 import sys
 
-from pythonjsonlogger.orjson import OrjsonFormatter
+from pythonjsonlogger.json import JsonFormatter
 
 
 def json_formatter() -> logging.Formatter:
     """The formatter of every log line: ``{"time", "level", "logger", "message", ...extra}``."""
-    return OrjsonFormatter(
+    return JsonFormatter(
         "{asctime}{levelname}{name}{message}",
         style="{",
         rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
