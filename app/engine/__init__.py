@@ -66,6 +66,7 @@ def build_engine(settings: Settings) -> PolicyEngine:
         status_board=board,
         go_gc_percent=settings.engine_go_gc_percent,
         go_max_procs=settings.engine_go_max_procs,
+        pool_size=settings.engine_pool_size,
     )
 
 

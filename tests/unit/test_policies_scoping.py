@@ -20,10 +20,8 @@ from opa_bindings import OpaEngine
 
 from app.contracts.registry import ContractRegistry
 from app.policy.bundle import load_bundle
-from tests.conftest import CONTRACTS_DIR, POLICY_DIR, shared_dir
 from tests.support.decision_cases import CASES
-
-BANKING_CALLS = shared_dir() / "data" / "agentdojo-banking" / "calls.jsonl"
+from tests.support.paths import BANKING_CALLS, CONTRACTS_DIR, POLICY_DIR
 
 CARELESS_FAMILIES = {
     # The experiment of the issue, written the new way: it declares another tool.
