@@ -133,7 +133,7 @@ class EnginePoolSettings(_Section):
         ge=1,
         le=256,
         description="OPA engines per worker, lent to request threads one evaluation at a time (each holds the "
-        "compiled policies, about 18 MiB with the shipped ones; a thread waits while all are busy).",
+        "compiled policies, about 13 MiB with the shipped ones; a thread waits while all are busy).",
     )
 
 

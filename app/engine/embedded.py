@@ -4,7 +4,7 @@ with hot reload.
 Snapshots: the engine holds one immutable ``Snapshot`` (a verified, compiled bundle and its
 revision) and replaces it as a whole. Evaluations borrow an OPA engine from a pool of at most
 ``pool_size`` per worker (the bindings serialize evaluations per engine, so an engine serves one
-evaluation at a time; each holds the compiled policies, about 18 MiB with the shipped ones):
+evaluation at a time; each holds the compiled policies, about 13 MiB with the shipped ones):
 engines are made on demand from the current snapshot, a thread waits when all are busy, and an
 engine made from an older snapshot is closed when it comes back instead of being lent again. An
 evaluation reads the snapshot once, evaluates on an engine made from it and returns that
