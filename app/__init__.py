@@ -40,11 +40,13 @@ def build_deps(
     from app.contracts.registry import ContractRegistry
     from app.decide.deps import Deps
     from app.decide.recorder import Recorder
-    from app.engine import build_engine
+    from app.engine import build_engine, build_shadow
     from app.idempotency.store import IdempotencyStore
+    from app.policy.archive import PolicyArchive
     from app.receipts.keys import key_document
     from app.receipts.signer import receipt_signer
     from app.redis_client import build_redis
+    from app.session.store import SessionStore
 
     redis = build_redis(settings)  # the one Redis client of this process; share it
     decision_store = open_from_settings(settings)  # creates or migrates the schema if reachable
@@ -54,15 +56,17 @@ def build_deps(
         writer = CheckpointWriter(checkpoint_keys, checkpoint_sinks(settings, redis))
         decision_log = CheckpointingLog(decision_store, writer, interval_s=settings.checkpoint_interval_s)
     receipts = receipt_signer(settings)
+    archive = PolicyArchive(decision_store)  # every activated policy revision, for policy explain
     _warn_about_signing_keys(settings, checkpoints=checkpoint_keys is not None, receipts=receipts is not None)
     return Deps(
         settings=settings,
         verifier=TokenVerifier(settings),
         contracts=contracts or ContractRegistry.load(settings.contracts_dir),
-        engine=engine or build_engine(settings),
+        engine=engine or build_engine(settings, on_activate=archive.keep),
         redis=redis,
         idempotency=IdempotencyStore.from_settings(redis, settings),
         approvals=ApprovalService.from_settings(redis, settings),
+        sessions=SessionStore(redis, settings),
         decision_log=decision_log,
         decision_reader=decision_store,
         recorder=Recorder(decision_log, key_hash_secret=settings.audit_key_hash_secret.get_secret_value()),
@@ -72,6 +76,7 @@ def build_deps(
         published_keys=key_document(
             receipts.public_keys if receipts else None, checkpoint_keys.public if checkpoint_keys else None
         ),
+        shadow=build_shadow(settings, on_activate=archive.keep),
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from decimal import Decimal
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -37,10 +38,19 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+class _InexactNumber(ValueError):
+    """A JSON number whose digits a 64-bit float cannot keep."""
+
+
 def _finite_float(text: str) -> float:
+    """``text`` as a float, refused when it is out of range or when the float is another number
+    (``50.000000000000001`` would become ``50.0``: the policy would judge one amount and the tool
+    service, parsing the caller's text exactly, could execute another)."""
     value = float(text)
     if not math.isfinite(value):
         raise ValueError("number out of range")
+    if Decimal(repr(value)) != Decimal(text):
+        raise _InexactNumber(text)
     return value
 
 
@@ -51,9 +61,11 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
-def parse_json_object(body: bytes) -> dict[str, Any]:
-    """Parse a request body as one JSON object (RFC 8259): UTF-8, no NaN/Infinity, no duplicate
-    keys, finite numbers. Raises ``ValidationFailed`` (400) with a safe message."""
+def parse_json(body: bytes) -> Any:
+    """Parse ``body`` as one JSON text (RFC 8259): UTF-8, no NaN/Infinity, no duplicate keys,
+    finite numbers that a 64-bit float represents as written (RFC 8259 §6: beyond that,
+    implementations disagree), no unpaired surrogate escapes. Raises ``ValidationFailed`` (400)
+    with a safe message."""
     try:
         data = json.loads(
             body.decode("utf-8"),
@@ -61,19 +73,29 @@ def parse_json_object(body: bytes) -> dict[str, Any]:
             parse_float=_finite_float,
             object_pairs_hook=_no_duplicate_keys,
         )
+    except _InexactNumber:
+        raise ValidationFailed(
+            "request body has a number with more digits than a 64-bit float keeps", http_status=400
+        ) from None
     except (UnicodeDecodeError, ValueError, RecursionError):
         raise ValidationFailed("request body is not valid JSON", http_status=400) from None
-    if not isinstance(data, dict):
-        raise ValidationFailed("request body must be a JSON object", http_status=400)
     if _has_lone_surrogate(body, data):
         raise ValidationFailed("request body contains an unpaired UTF-16 surrogate escape", http_status=400)
+    return data
+
+
+def parse_json_object(body: bytes) -> dict[str, Any]:
+    """``parse_json`` for a body that must be one JSON object. Raises ``ValidationFailed`` (400)."""
+    data = parse_json(body)
+    if not isinstance(data, dict):
+        raise ValidationFailed("request body must be a JSON object", http_status=400)
     return data
 
 
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89abAB][0-9a-fA-F]{2}|\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 
 
-def _has_lone_surrogate(body: bytes, data: dict[str, Any]) -> bool:
+def _has_lone_surrogate(body: bytes, data: Any) -> bool:
     """True when a ``\\uD800``-``\\uDFFF`` escape does not form a valid pair (RFC 8259 §8.2
     leaves such strings' behaviour unpredictable; RFC 8785 cannot canonicalize them)."""
     if b"\\u" not in body or _SURROGATE_ESCAPE.search(body) is None:

@@ -2,7 +2,8 @@
 
     toolgate serve [--bind HOST:PORT]
     toolgate token --sub S --tenant T --role R [--role R2] [--ttl SECONDS]
-    toolgate replay FILE.jsonl --url URL [--sub S --tenant T --role R] [--json]
+    toolgate replay FILE.jsonl --url URL [--sub S --tenant T --role R | --token-file FILE | --token T]
+                   [--prompt-field FIELD] [--conversation-field FIELD] [--json]
     toolgate policy test|build|verify|push|serve-bundle ...   (app.policy.commands)
     toolgate idempotency resolve --tenant T --subject S --key K --as completed|released
     toolgate idempotency show --tenant T --subject S --key K
@@ -10,6 +11,7 @@
     toolgate audit query|export|verify|purge|checkpoint ...   (app.audit.commands)
     toolgate receipt verify [FILE] --keys FILE|URL           (app.receipts.commands)
     toolgate mcp [--transport http|stdio] [--bind HOST:PORT] [--upstream NAME=COMMAND|NAME=URL]   (app.mcp.commands)
+    toolgate contracts diff|check|lock ...                   (app.contracts.commands)
 
 Exit codes: 0 success, 1 a check failed (policy tests, replay errors), 2 usage or settings error.
 """
@@ -49,13 +51,34 @@ def _token(args: argparse.Namespace) -> int:
     return 0
 
 
+def _replay_token(args: argparse.Namespace) -> str | None:
+    """The token of ``--token`` or the first line of ``--token-file`` (None: mint development
+    tokens). Raises ``ValueError`` for an empty or unreadable file."""
+    if args.token is not None:
+        return str(args.token).strip()
+    if args.token_file is None:
+        return None
+    try:
+        lines = Path(args.token_file).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ValueError(f"cannot read the token file {args.token_file}: {exc.strerror}") from None
+    token = lines[0].strip() if lines else ""
+    if not token:
+        raise ValueError(f"the token file {args.token_file} holds no token")
+    return token
+
+
 def _replay(args: argparse.Namespace) -> int:
-    from app.replay import ReplayIdentity, format_report, replay_file
+    from app.replay import ReplayIdentity, ReplayOptions, ReplayRefused, format_report, replay_file
 
     identity = ReplayIdentity(sub=args.sub, tenant=args.tenant, roles=tuple(args.role or ()))
+    options = ReplayOptions(prompt_field=args.prompt_field, conversation_field=args.conversation_field)
     try:
-        report = replay_file(Path(args.file), args.url, identity, settings=load_settings(), timeout_s=args.timeout)
-    except (OSError, ValueError, RuntimeError) as exc:
+        report = replay_file(
+            Path(args.file), args.url, identity, settings=load_settings(), timeout_s=args.timeout,
+            token=_replay_token(args), options=options,
+        )
+    except (OSError, ValueError, RuntimeError, ReplayRefused) as exc:
         print(f"toolgate replay: {exc}", file=sys.stderr)
         return 2
     print(format_report(report, as_json=args.json))
@@ -147,14 +170,30 @@ def build_parser() -> argparse.ArgumentParser:
     token.add_argument("--ttl", type=int, default=3600, help="lifetime in seconds (default 3600)")
     token.set_defaults(func=_token)
 
-    replay = sub.add_parser("replay", help="dry-run recorded tool calls against a running gateway")
-    replay.add_argument("file", help="JSONL file: {tool, version?, input} or AgentDojo {function, args}")
+    replay = sub.add_parser(
+        "replay", help="dry-run recorded tool calls against a running gateway",
+        description="Send each line of FILE to the gateway as a dry-run decide call. Without --token or"
+        " --token-file, each identity gets a development token, and only a development gateway is accepted.",
+    )
+    replay.add_argument("file", help="JSONL file: {tool, version?, input, context?} or AgentDojo {function, args, task_text}")
     replay.add_argument("--url", required=True, help="gateway base URL, e.g. http://127.0.0.1:8080")
-    replay.add_argument("--sub", default="replay-user")
-    replay.add_argument("--tenant", default="replay")
-    replay.add_argument("--role", action="append")
+    replay.add_argument("--sub", default="replay-user",
+                        help="subject of the development tokens, unless a line names one (default: %(default)s)")
+    replay.add_argument("--tenant", default="replay",
+                        help="tenant of the development tokens, unless a line names one (default: %(default)s)")
+    replay.add_argument("--role", action="append",
+                        help="role of the development tokens, repeat for several, unless a line names them"
+                        " (default: no role)")
+    identity = replay.add_mutually_exclusive_group()
+    identity.add_argument("--token-file", help="a file whose first line is a token of the gateway's identity provider,"
+                       " sent with every call (no development tokens)")
+    identity.add_argument("--token", help="the same token on the command line (other users may see it: prefer --token-file)")
+    replay.add_argument("--prompt-field", metavar="FIELD",
+                        help="a line member sent as context.user_prompt (AgentDojo: task_text; default: none)")
+    replay.add_argument("--conversation-field", metavar="FIELD",
+                        help="a line member sent as context.conversation_id (AgentDojo: task_id; default: none)")
     replay.add_argument("--json", action="store_true", help="print one JSON document")
-    replay.add_argument("--timeout", type=float, default=10.0, help="per-request timeout in seconds")
+    replay.add_argument("--timeout", type=float, default=10.0, help="per-request timeout in seconds (default: %(default)s)")
     replay.set_defaults(func=_replay)
 
     idem = sub.add_parser("idempotency", help="idempotency records in Redis")
@@ -174,6 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.set_defaults(func=_idempotency_show)
 
     from app.audit.commands import add_audit_commands
+    from app.contracts.commands import add_contracts_commands
     from app.mcp.commands import add_mcp_command
     from app.policy.commands import add_policy_commands
     from app.proxy.commands import add_proxy_commands
@@ -184,6 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_policy_commands(sub)
     add_proxy_commands(sub)
     add_mcp_command(sub)
+    add_contracts_commands(sub)
     return parser
 
 

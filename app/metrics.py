@@ -33,6 +33,17 @@ Metrics (all counters end in ``_total``):
   decided with, 0 for the one before (per worker: ``liveall``).
 - ``toolgate_audit_checkpoints_total{kind,outcome}``: signed checkpoint statements written
   (kind register, checkpoint; outcome ok, error: a sink failed, tried again at the next flush).
+- ``toolgate_shadow_decisions_total{tool,active,shadow,agreement}``: decide calls whose shadow
+  policy (a candidate, or the active policy's log-only families) gave a decision, by tool (as in
+  ``toolgate_decisions_total``), the active policy's decision, the shadow's, and ``agree`` or
+  ``disagree``.
+- ``toolgate_shadow_errors_total{source,kind}``: shadow evaluations without a decision
+  (source candidate, log_only; kind timeout: abandoned at the deadline, overloaded: every shadow
+  worker busy, evaluation_error, unavailable, invalid_result).
+- ``toolgate_shadow_reloads_total{outcome}``: candidate bundles activated (``activated``) or
+  refused (signature, compile, unreadable, unavailable) by a worker's shadow engine.
+- ``toolgate_session_limits_total{outcome}`` (reserved, refused, given_back): limit shares;
+  ``toolgate_rate_limited_total{scope}`` (tenant, subject): calls refused with 429.
 """
 
 from __future__ import annotations
@@ -43,7 +54,10 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, G
 from prometheus_client import REGISTRY as DEFAULT_REGISTRY
 
 #: The phases of ``toolgate_phase_seconds`` (label ``phase``), in pipeline order.
-PHASES = ("auth", "validate", "idempotency", "grant", "policy", "approval", "reserve", "log", "total")
+PHASES = (
+    "auth", "validate", "idempotency", "grant", "session", "policy", "limits", "approval", "shadow", "reserve", "note",
+    "log", "total",
+)
 
 DECISIONS = Counter(
     "toolgate_decisions_total", "Decisions returned by /v1/decide.", ["tool", "version", "decision"]
@@ -115,6 +129,10 @@ POLICY_REVISION = Gauge(
     ["revision"],
     multiprocess_mode="liveall",
 )
+SESSION_LIMITS = Counter(
+    "toolgate_session_limits_total", "Limit shares by outcome: reserved, refused (the call was denied), given_back.", ["outcome"]
+)
+RATE_LIMITED = Counter("toolgate_rate_limited_total", "Decide calls refused with 429 RATE_LIMITED, by the limit's scope.", ["scope"])
 _revision = [""]
 
 
@@ -127,6 +145,17 @@ def note_policy_revision(revision: str) -> None:
         POLICY_REVISION.labels(previous).set(0)
     POLICY_REVISION.labels(revision).set(1)
     _revision[0] = revision
+SHADOW_DECISIONS = Counter(
+    "toolgate_shadow_decisions_total",
+    "Shadow decisions beside the active policy's, by tool, both decisions and agreement (agree, disagree).",
+    ["tool", "active", "shadow", "agreement"],
+)
+SHADOW_ERRORS = Counter(
+    "toolgate_shadow_errors_total", "Shadow evaluations without a decision, by source and kind.", ["source", "kind"]
+)
+SHADOW_RELOADS = Counter(
+    "toolgate_shadow_reloads_total", "Candidate policy bundles activated or refused by the shadow engine.", ["outcome"]
+)
 AUDIT_CHECKPOINTS = Counter(
     "toolgate_audit_checkpoints_total", "Signed decision-log checkpoint statements written.", ["kind", "outcome"]
 )

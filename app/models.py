@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StringConstraints, model_validator
 
 from app.vocabulary import (
     CALL_ID_PATTERN,
     DECISION_ID_PATTERN,
+    LIMIT_ID_PATTERN,
     NAMESPACE_PATTERN,
     RESERVATION_TOKEN_PATTERN,
     RULE_ID_PATTERN,
@@ -103,6 +104,65 @@ class MatchedRule(BaseModel):
     message: str
 
 
+#: Why a shadow policy gave no decision: over its deadline (abandoned), every shadow worker
+#: busy (not started), an evaluation error, no candidate bundle active, a result that is not a
+#: decision.
+ShadowError = Literal["timeout", "overloaded", "evaluation_error", "unavailable", "invalid_result"]
+SHADOW_ERRORS: tuple[str, ...] = get_args(ShadowError)
+
+
+class ShadowOutcome(BaseModel):
+    """What a shadow policy decided for one call, beside the policy in force (DESIGN §3): a
+    ``candidate`` (TOOLGATE_SHADOW_POLICY_DIR / _BUNDLE) or the active policy's ``log_only``
+    families. Recorded, counted, never acted upon. Either ``decision`` (with ``reasons`` and
+    ``matched_rules``) or ``error`` is set; ``revision`` is the shadow policy's, when known."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source: Literal["candidate", "log_only"]
+    revision: str | None = None
+    decision: DecisionWord | None = None
+    reasons: tuple[str, ...] = ()
+    matched_rules: tuple[MatchedRule, ...] = ()
+    error: ShadowError | None = None
+
+
+class RecordedShadow(ShadowOutcome):
+    """A decision record's ``shadow``: the outcome and whether it ``agrees`` with the active
+    policy's decision (None when the shadow gave no decision)."""
+
+    agrees: bool | None = None
+
+
+class LimitSpec(BaseModel):
+    """A count or budget the gateway enforces atomically when it answers ``allow`` (the
+    decision document's ``limits``, docs/session.md): at most ``max`` within ``window_s``
+    seconds per ``scope`` (the verified subject, or the subject's conversation). Each allowed
+    call reserves one unit, or the number at the input's ``amount_field`` (a JSON Pointer)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(pattern=LIMIT_ID_PATTERN)
+    scope: Literal["subject", "conversation"]
+    window_s: int = Field(gt=0, le=31 * 86_400)
+    max: float = Field(ge=0, le=2**53 / 1_000_000)
+    amount_field: str | None = Field(default=None, pattern=r"^(/[^/]*)+$")
+    message: str | None = Field(default=None, min_length=1, max_length=500)
+
+
+class RateLimitSpec(BaseModel):
+    """A rate limit: at most ``count`` decide calls per ``per_s`` seconds per ``scope`` (the
+    tenant, or the verified subject); the decision document's ``rate_limits`` and
+    ``TOOLGATE_RATE_LIMIT_PER_SUBJECT`` (docs/session.md)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(pattern=LIMIT_ID_PATTERN)
+    scope: Literal["tenant", "subject"]
+    count: int = Field(ge=1, le=1_000_000)
+    per_s: int = Field(ge=1, le=86_400)
+
+
 class EscalationRule(BaseModel):
     """``approval.escalation`` of a policy decision: unanswered after ``after_s`` seconds, the
     holders of ``roles`` are notified and may answer too."""
@@ -135,6 +195,13 @@ class PolicyDecision(BaseModel):
     engine_decision_id: str | None = None
     #: The revision of the policy snapshot that evaluated (None: ask the engine).
     policy_revision: str | None = None
+    #: Counts and budgets to reserve when the call is allowed.
+    limits: tuple[LimitSpec, ...] = ()
+    #: Rate limits this call counts against, whatever the decision.
+    rate_limits: tuple[RateLimitSpec, ...] = ()
+    #: What the policy's log-only families would make of the call (the decision document's
+    #: ``log_only`` member, DESIGN §3); never acted upon. None: no log-only family governs it.
+    log_only: ShadowOutcome | None = None
 
 
 class ErrorInfo(BaseModel):
@@ -450,6 +517,11 @@ class ToolDescription(BaseModel):
     sensitive_paths: list[str]
     idempotency_key_field: str | None
     lease_s: int | None
+    amount_fields: list[str] = []
+    counterparty_fields: list[str] = []
+    resource_fields: list[str] = []
+    output_labels: list[str] = []
+    output_counterparty_fields: list[str] = []
     input_schema: dict[str, Any]
     output_schema: dict[str, Any] | None
 
@@ -503,6 +575,20 @@ class DecisionRecord(BaseModel):
     for_decision_id: str | None = Field(
         default=None,
         description="execution reports: the decide call (and its receipt) whose reservation the report settles",
+    )
+    policy_input: dict[str, Any] | None = Field(
+        default=None,
+        description="decide calls: the policy input the policy saw, without call.input (the record's input) and "
+        "with the context members not kept redacted; null when the policy was not asked",
+    )
+    policy_input_redacted: list[str] = Field(
+        default_factory=list, description="JSON Pointers into the policy input whose values the record does not keep"
+    )
+    policy_decision: DecisionWord | None = Field(
+        default=None, description="decide calls: the policy's own decision, before the approval step"
+    )
+    shadow: RecordedShadow | None = Field(
+        default=None, description="decide calls: what the shadow policy decided beside the active one (never acted upon)"
     )
     seq: int = Field(ge=1)
     prev_hash: str = Field(pattern=r"^[0-9a-f]{64}$")

@@ -173,7 +173,7 @@ class RequestLimits(_Section):
 
 
 class RedisSettings(_Section):
-    """The Redis connection (idempotency, approvals)."""
+    """The Redis connection (idempotency, approvals, sessions)."""
 
     redis_url: str = Field("redis://127.0.0.1:6379/0", description="A standalone Redis, or any node of a Redis Cluster.")
     redis_cluster: bool = Field(False, description="`true`: `TOOLGATE_REDIS_URL` names a node of a Redis Cluster.")
@@ -191,6 +191,69 @@ class IdempotencySettings(_Section):
     idempotency_retention_s: int = Field(
         86_400, gt=0, le=30 * 86_400, description="How long a settled record (result or failure) is replayed."
     )
+
+
+_RATE = re.compile(r"^([1-9][0-9]{0,6})/([1-9][0-9]{0,4})s$")
+
+
+def parse_rate(text: str) -> tuple[int, int]:
+    """``<count>/<seconds>s`` (e.g. ``100/60s``) as ``(count, seconds)``: count 1-1,000,000,
+    seconds 1-86,400. Raises ``ValueError``."""
+    match = _RATE.fullmatch(text.strip())
+    if not match or not (int(match[1]) <= 1_000_000 and int(match[2]) <= 86_400):
+        raise ValueError("must be <count>/<seconds>s, e.g. 100/60s (count 1-1000000, seconds 1-86400)")
+    return int(match[1]), int(match[2])
+
+
+class SessionSettings(_Section):
+    """The session: what the policy reads as input.session, its limits and rate limits (docs/session.md)."""
+
+    session_windows_s: CsvList = Field(
+        ["60", "3600", "86400"],
+        description="The windows of `input.session` counts and sums, in seconds (comma-separated); "
+        "the longest is also how long session events are kept.",
+    )
+    session_max_events: int = Field(
+        200, ge=10, le=10_000,
+        description="Session events kept and read per subject, the newest (each decide call reads them all); "
+        "`input.session.truncated` says when the window held more. Exact counts beyond it: `limits`.",
+    )
+    session_recent_calls: int = Field(
+        20, ge=0, le=200, description="Recent calls shown in `input.session.recent`, with their non-sensitive arguments."
+    )
+    session_max_args_bytes: int = Field(
+        1024, ge=0, le=65_536,
+        description="A recent call's redacted arguments are kept up to this many bytes of compact JSON (larger: `args` null).",
+    )
+    rate_limit_per_subject: str | None = Field(
+        None,
+        description="`<count>/<seconds>s`: every subject's decide calls (dry runs aside) are limited to this rate, "
+        "besides the policy's `rate_limits`; unset: no default limit.",
+    )
+
+    @field_validator("session_windows_s", mode="before")
+    @classmethod
+    def _windows_csv(cls, value: object) -> object:
+        return _split_csv(value)
+
+    @field_validator("session_windows_s")
+    @classmethod
+    def _windows(cls, value: list[str]) -> list[str]:
+        if not value or len(value) > 8 or not all(v.isdigit() and 0 < int(v) <= 7 * 86_400 for v in value):
+            raise ValueError("must be 1-8 whole numbers of seconds, each 1-604800")
+        return sorted(set(value), key=int)
+
+    @field_validator("rate_limit_per_subject")
+    @classmethod
+    def _rate(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_rate(value)
+        return value
+
+    @property
+    def session_retention_s(self) -> int:
+        """How long session events are kept: the longest window."""
+        return max(int(v) for v in self.session_windows_s)
 
 
 class AuditSettings(_Section):
@@ -672,6 +735,52 @@ class PolicyBundleSettings(_Section):
         return _split_csv(value)
 
 
+class RolloutSettings(_Section):
+    """Safe rollout: shadow policies and what a decision record keeps to evaluate its call again.
+
+    A candidate policy is evaluated beside the active one (shadow); a decide record keeps the
+    policy input so that its call can be evaluated again (docs/rollout.md)."""
+
+    shadow_policy_dir: Path | None = Field(
+        None,
+        description="A candidate policy directory evaluated beside the active policy on every decide call "
+        "(shadow: recorded and counted, never acted upon). Unset: no candidate.",
+    )
+    shadow_policy_bundle: str | None = Field(
+        None,
+        description="A candidate bundle instead of TOOLGATE_SHADOW_POLICY_DIR: a tarball path or an http(s):// "
+        "bundle URL (polled like TOOLGATE_POLICY_BUNDLE, verified with the same key).",
+    )
+    shadow_deadline_ms: int = Field(
+        50, gt=0, le=10_000,
+        description="The candidate's time for one call, from its start (with the active evaluation): a call waits "
+        "for it at most until then after its own decision; later, the candidate is abandoned and recorded as a "
+        "timeout.",
+    )
+    shadow_workers: int = Field(
+        2, ge=1, le=64,
+        description="Threads per gateway worker that evaluate the candidate; when all are busy (abandoned "
+        "evaluations included) a call records the shadow as overloaded instead of waiting.",
+    )
+    audit_context_fields: CsvList = Field(
+        ["conversation_id"],
+        description="The members of a decide call's context kept in its decision record's policy input "
+        "(comma-separated); the others (prompts, untrusted caller text) are redacted there, and a "
+        "record with redacted members is one `policy diff` cannot judge.",
+    )
+
+    @field_validator("audit_context_fields", mode="before")
+    @classmethod
+    def _context_fields_csv(cls, value: object) -> object:
+        return _split_csv(value)
+
+    @model_validator(mode="after")
+    def _one_candidate(self) -> RolloutSettings:
+        if self.shadow_policy_dir is not None and self.shadow_policy_bundle is not None:
+            raise ValueError("set only one of shadow_policy_dir and shadow_policy_bundle")
+        return self
+
+
 SECTIONS: tuple[type[BaseModel], ...] = (
     DeploymentSettings,
     ServerSettings,
@@ -685,6 +794,7 @@ SECTIONS: tuple[type[BaseModel], ...] = (
     ContractSettings,
     RedisSettings,
     IdempotencySettings,
+    SessionSettings,
     ApprovalSettings,
     WebhookSettings,
     ConsoleSettings,
@@ -693,6 +803,7 @@ SECTIONS: tuple[type[BaseModel], ...] = (
     ReceiptSettings,
     ObservabilitySettings,
     InterfaceSettings,
+    RolloutSettings,
 )
 
 
@@ -708,6 +819,7 @@ class Settings(
     ContractSettings,
     RedisSettings,
     IdempotencySettings,
+    SessionSettings,
     CheckpointSettings,
     ReceiptSettings,
     AuditSettings,
@@ -715,6 +827,7 @@ class Settings(
     ProxySettings,
     ObservabilitySettings,
     InterfaceSettings,
+    RolloutSettings,
     BaseSettings,
 ):
     """Frozen configuration of one gateway process: every section (docs/settings.md)."""

@@ -25,6 +25,11 @@ EventType = Literal[
 ]
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)
 
+#: How a decide call's shadow policy compared with the active one (DESIGN §6): it decided the
+#: same, decided otherwise, or gave no decision (an error); indexed as ``shadow_outcome``.
+ShadowOutcomeWord = Literal["agrees", "disagrees", "error"]
+SHADOW_OUTCOMES: tuple[str, ...] = get_args(ShadowOutcomeWord)
+
 #: Tool names resolve by exact membership only (DESIGN §3).
 TOOL_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_.-]{0,127}$"
 VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$"
@@ -52,6 +57,10 @@ DECISION_ID_PATTERN = r"^[0-9A-HJKMNP-TV-Z]{26}$"
 IDEMPOTENCY_KEY_PATTERN = r"^[\x20-\x2b\x2d-\x7e]{1,255}$"
 #: A reservation token handed out with a reserved idempotency key.
 RESERVATION_TOKEN_PATTERN = r"^[A-Za-z0-9_-]{16,64}$"
+#: The id of a limit or rate limit a policy names (docs/session.md).
+LIMIT_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$"
+#: A label a contract puts on a tool's output (``output_labels``, docs/session.md).
+LABEL_PATTERN = r"^[a-z][a-z0-9_]{0,63}$"
 
 #: How far an approval reaches (DESIGN §5): ``once`` (the one call, the default),
 #: ``conversation`` (this tool, within constraints, in the requester's conversation, for a

@@ -21,9 +21,10 @@ Checks:
   worker; after the lease, no idempotency record is ``processing`` with a live lease; no
   request id is recorded twice in the decision log and ``toolgate audit verify`` passes.
 - redis-outage (Redis stopped, or paused with ``--mode pause``, for ``--outage`` s at a third
-  of the run): mutating calls answer 503 during the outage (whole seconds from its third on);
-  read-only calls keep answering 200; within 10 s of Redis' return a whole second has only
-  200s for the mutating and approval kinds and no later one has anything else (``RECOVERY_KINDS``);
+  of the run): every decide call answers 503 during the outage (whole seconds from its third
+  on; the session, ``input.session``, lives in Redis, so read-only calls fail closed too);
+  within 10 s of Redis' return a whole second has only 200s for the mutating, approval and
+  read-only kinds and no later one has anything else (``RECOVERY_KINDS``);
   the same gateway processes (no restart).
 """
 
@@ -54,7 +55,7 @@ MUTATING = ("mutating", "approval", "replay")
 #: Kinds whose recovery is checked after a Redis outage. A stopped Redis comes back empty, so
 #: the first replay call of a completed key claims it afresh and later ones get 409 (in flight):
 #: correct behaviour, reported but not counted as a failure.
-RECOVERY_KINDS = ("mutating", "approval")
+RECOVERY_KINDS = ("mutating", "approval", "allow", "deny")
 
 
 @dataclass
@@ -257,8 +258,10 @@ def redis_outage(fr: FaultRun) -> None:
                     f"first all-200 second {None if recovered is None else round(recovered - window['up'], 1)} s "
                     f"after Redis returned; mutating responses from then on: {after}; after the return, by kind: "
                     f"{ {k: window_counts(run, seconds_between(run, window['up'], window['up'] + duration), (k,)) for k in MUTATING} }")
-    reads = window_counts(run, seconds_between(run, window["down"] + 1, window["up"]), ("allow", "deny"))
-    fr.checks.check("read-only calls keep their decisions", set(reads) <= {200}, f"read-only responses during: {reads}")
+    # Read-only calls fail closed too: without Redis there is no input.session, so no decision.
+    reads = window_counts(run, seconds_between(run, window["down"] + 2, window["up"]), ("allow", "deny"))
+    fr.checks.check("read-only calls get 503 while Redis is down", set(reads) <= {503},
+                    f"read-only responses during: {reads}")
     fr.checks.check("no restart", fr.stack.worker_pids() == pids_before, f"workers {pids_before} -> {fr.stack.worker_pids()}")
 
 

@@ -5,8 +5,7 @@ passes the bench gateway's production settings, with a decision log and a metric
 the driver's own), then sends each kind of the mix (``bench.workloads``) ``--calls`` times, one
 call at a time, straight to the WSGI callable (the request environment is built before the
 clock starts). Around every phase of the pipeline (``app.decide.phases.Phases.measure``, the
-same phases production times, plus ``history``: the conversation's history read from the
-decision log) it reads the request thread's CPU clock, and for the decision record the
+same phases production times) it reads the request thread's CPU clock, and for the decision record the
 process's (the decision log writer's group commit is done on its thread while the request
 waits). Nothing of this is on in the gateway: the timer is installed here only.
 
@@ -14,8 +13,10 @@ Phases are exclusive (a phase's CPU without the phases inside it):
 
 - ``auth``: bearer token verification; ``validate``: body parse and contract validation;
 - ``idempotency``: the reservation check and, for an allow, its settlement (``reserve``);
-- ``grant``: a presented approval; ``history``: the conversation's history;
-- ``policy``: the policy input and the engine's evaluation; ``approval``: the approval step;
+- ``grant``: a presented approval; ``session``: the conversation's session (its snapshot for
+  the policy, then the call's event in it); ``limits``: the session's rate limits;
+- ``policy``: the policy input and the engine's evaluation; ``shadow``: the shadow policy's
+  evaluation, when one is configured; ``approval``: the approval step;
 - ``pipeline``: the rest of the pipeline (response model, receipt, metrics);
 - ``record``: the decision record (event, canonical JSON, hash chain, group commit with fsync);
 - ``respond``: Flask and the web layer outside the pipeline (request parsing, hooks, the JSON
@@ -49,10 +50,17 @@ from typing import Any
 from bench.workloads import MIX_WEIGHTS, ROLES, decide_body, tokens
 
 #: Report order of the phases; ``request`` is the whole call.
-PHASE_ORDER = ("auth", "validate", "idempotency", "grant", "history", "policy", "approval", "pipeline", "record",
-               "respond", "other_threads", "request")
-#: Production phase names -> report names (``reserve`` is the idempotency settlement).
-_RENAMED = {"reserve": "idempotency", "log": "record", "total": "pipeline"}
+PHASE_ORDER = ("auth", "validate", "idempotency", "grant", "session", "limits", "policy", "shadow", "approval",
+               "pipeline", "record", "respond", "other_threads", "request")
+#: Production phase names -> report names (``reserve`` is the idempotency settlement, ``note``
+#: the call's event in its session); a phase not in ``PHASE_ORDER`` counts as ``pipeline``.
+_RENAMED = {"reserve": "idempotency", "note": "session", "log": "record", "total": "pipeline"}
+
+
+def report_name(phase: str) -> str:
+    """The report name of production phase ``phase``."""
+    name = _RENAMED.get(phase, phase)
+    return name if name in PHASE_ORDER else "pipeline"
 
 
 class PhaseClock:
@@ -93,29 +101,23 @@ class PhaseClock:
                 elsewhere = max(0, time.process_time_ns() - start_process - thread)
                 self.waiting_ns += elsewhere
                 own += elsewhere
-            self.ns[_RENAMED.get(name, name)] += own
+            self.ns[report_name(name)] += own
             if self._children:
                 self._children[-1] += thread
 
 
 def install(clock: PhaseClock) -> None:
-    """Wrap ``Phases.measure`` and ``policy_input.trusted_history`` of this process with ``clock``."""
-    from app.decide import phases, policy_input
+    """Wrap ``Phases.measure`` of this process with ``clock``."""
+    from app.decide import phases
 
     measure = phases.Phases.measure
-    history = policy_input.trusted_history
 
     @contextmanager
     def timed_measure(self: phases.Phases, name: str) -> Iterator[None]:
         with clock.phase(name), measure(self, name):
             yield
 
-    def timed_history(*args: Any, **kwargs: Any) -> dict[str, Any]:
-        with clock.phase("history"):
-            return history(*args, **kwargs)
-
     phases.Phases.measure = timed_measure  # type: ignore[method-assign, assignment]
-    policy_input.trusted_history = timed_history
 
 
 class CollectorClock:

@@ -49,7 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from app import metrics
 from app.audit.interfaces import DecisionLog, DecisionStore
 from app.audit.records import AuditEvent, AuditRecord, ChainHead, Checkpoint, SignedHead
-from app.audit.sinks import CheckpointSink, CheckpointSinkError, FileSink, RedisStreamSink, SinkLine
+from app.audit.sinks import CheckpointSink, CheckpointSinkError, FileSink, RedisStreamSink, SinkLine, read_file
 from app.audit.sql_base import StoreMissing
 from app.errors import DependencyUnavailable
 from app.fingerprint import canonical_json
@@ -371,3 +371,21 @@ def checkpoint_sinks(settings: CheckpointSettings, redis: RedisConnection | None
     if settings.checkpoint_redis_stream and redis is not None:
         sinks.append(RedisStreamSink(redis, settings.checkpoint_redis_stream))
     return sinks
+
+
+def configured_checkpoints(settings: CheckpointSettings, log_id: str, redis: RedisConnection | None) -> SignedCheckpoints | None:
+    """The signed checkpoints of decision log ``log_id`` in the configured sinks (the checkpoint
+    file, and the Redis stream when one is set and ``redis`` is given), checked with the
+    configured ring; None without a ring (no checkpoints to check against). Raises
+    ``CheckpointLogInvalid`` for a statement that does not verify, ``DependencyUnavailable``
+    when the stream cannot be read."""
+    ring = checkpoint_ring(settings)
+    if ring is None:
+        return None
+    lines: list[SinkLine] = []
+    path = settings.checkpoint_path
+    if path.is_file():
+        lines.extend(read_file(path))
+    if settings.checkpoint_redis_stream and redis is not None:
+        lines.extend(RedisStreamSink(redis, settings.checkpoint_redis_stream).read())
+    return read_checkpoints(lines, ring.public, log_id)

@@ -8,7 +8,8 @@
     toolgate audit checkpoint write
 
 FILTERS: ``--tenant --subject --tool --decision --event --error-code --request-id
---approval-id --idempotency-key --since --until``. Times are RFC 3339 with an offset, or a date
+--approval-id --idempotency-key --shadow agrees|disagrees|error (--shadow-disagrees) --since
+--until``. Times are RFC 3339 with an offset, or a date
 (``2025-01-31`` = midnight UTC). ``query`` lists newest first and prints the cursor of the next
 page on stderr; ``export`` streams oldest first in constant memory. ``purge`` verifies every
 chain first and refuses to purge a broken one.
@@ -61,7 +62,7 @@ from app.receipts.keys import KeySetError, PublicKeys, read_key_document
 from app.settings import Settings, load_settings
 from app.terminal import printable
 from app.timefmt import format_us, parse_date_or_rfc3339
-from app.vocabulary import DECISIONS, EVENT_TYPES
+from app.vocabulary import DECISIONS, EVENT_TYPES, SHADOW_OUTCOMES
 
 
 class _UsageError(Exception):
@@ -96,6 +97,7 @@ def _query(args: argparse.Namespace, secret: str) -> DecisionQuery:
         request_id=args.request_id,
         approval_id=args.approval_id,
         idempotency_key_hash=hash_idempotency_key(secret, args.idempotency_key) if args.idempotency_key else None,
+        shadow_outcome=args.shadow,
         since=args.since,
         until=args.until,
     )
@@ -362,6 +364,11 @@ def _add_filters(parser: argparse.ArgumentParser, *, time_required: bool = False
     parser.add_argument("--request-id")
     parser.add_argument("--approval-id")
     parser.add_argument("--idempotency-key", help="the raw key; matched by its keyed hash")
+    shadow = parser.add_mutually_exclusive_group()
+    shadow.add_argument("--shadow", choices=SHADOW_OUTCOMES,
+                        help="decide records whose shadow policy agreed, disagreed, or gave no decision")
+    shadow.add_argument("--shadow-disagrees", dest="shadow", action="store_const", const="disagrees",
+                        help="the same as --shadow disagrees")
     parser.add_argument("--since", type=parse_when, required=time_required, help="inclusive: YYYY-MM-DD or RFC 3339")
     parser.add_argument("--until", type=parse_when, required=time_required, help="exclusive: YYYY-MM-DD or RFC 3339")
 

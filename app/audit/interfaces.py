@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 from app.audit.queries import DecisionPage, DecisionQuery, SubjectHistory
 from app.audit.records import AuditEvent, AuditRecord, ChainEntry, ChainHead, Checkpoint
+from app.audit.revisions import RevisionArchive
 
 
 class DecisionLog(ABC):
@@ -99,5 +100,6 @@ class DecisionLogReader(ABC):
         log's."""
 
 
-class DecisionStore(DecisionLog, DecisionLogReader, ABC):
-    """A backend implementing both interfaces (what ``open_decision_log`` returns)."""
+class DecisionStore(DecisionLog, DecisionLogReader, RevisionArchive, ABC):
+    """A backend implementing both interfaces and the revision archive beside them (what
+    ``open_decision_log`` returns)."""

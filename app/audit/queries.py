@@ -20,7 +20,8 @@ class DecisionQuery:
     """Filters of ``DecisionLogReader.query``/``iter_records``; None means "any".
 
     ``tenant`` None means every tenant (platform auditors only). ``since`` is inclusive and
-    ``until`` exclusive, on the record time. All other filters are exact matches.
+    ``until`` exclusive, on the record time. All other filters are exact matches;
+    ``shadow_outcome`` is one of ``SHADOW_OUTCOMES`` (agrees, disagrees, error).
     """
 
     tenant: str | None = None
@@ -32,6 +33,7 @@ class DecisionQuery:
     request_id: str | None = None
     approval_id: str | None = None
     idempotency_key_hash: str | None = None
+    shadow_outcome: str | None = None
     since: dt.datetime | None = None
     until: dt.datetime | None = None
 

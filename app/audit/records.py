@@ -19,7 +19,7 @@ from ulid import ULID
 
 from app.fingerprint import canonical_json
 from app.timefmt import epoch_us, format_us, parse_us, utc_now
-from app.vocabulary import DECISIONS, EVENT_TYPES, EventType
+from app.vocabulary import DECISIONS, EVENT_TYPES, EventType, ShadowOutcomeWord
 
 #: ``prev_hash`` of the first record of every tenant chain.
 GENESIS_HASH = "0" * 64
@@ -63,6 +63,15 @@ class AuditEvent:
     ``approval_id``, ``approver_id``, ``error_code`` (DESIGN §7 code or None),
     ``durations_ms`` (phase -> ms), ``for_decision_id`` (the decide call an execution report
     reports on: the decision id of the reservation, which its receipt names).
+
+    What a decide call's policy saw and said, so that the call can be evaluated again
+    (``policy diff``, ``policy explain``; DESIGN §6): ``policy_input`` (the policy input
+    document without ``call.input``, which is ``input``; None when the policy was not asked),
+    ``policy_input_redacted`` (JSON Pointers into the policy input whose values were replaced:
+    the contract's sensitive paths under ``/call/input``, the context members not kept under
+    ``/context``), ``policy_decision`` (the policy's own decision, before the approval step
+    could turn it into a deny) and ``shadow`` (``{source, revision, decision, reasons,
+    matched_rules, error, agrees}`` of a shadow policy, or None).
     Raises ``ValueError`` for an unknown event or decision.
     """
 
@@ -95,12 +104,17 @@ class AuditEvent:
     error_code: str | None = None
     durations_ms: dict[str, float] = field(default_factory=dict)
     for_decision_id: str | None = None
+    policy_input: dict[str, Any] | None = None
+    policy_input_redacted: tuple[str, ...] = ()
+    policy_decision: str | None = None
+    shadow: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.event not in EVENT_TYPES:
             raise ValueError(f"unknown event type {self.event!r}")
-        if self.decision is not None and self.decision not in DECISIONS:
-            raise ValueError(f"unknown decision {self.decision!r}")
+        for decision in (self.decision, self.policy_decision):
+            if decision is not None and decision not in DECISIONS:
+                raise ValueError(f"unknown decision {decision!r}")
         if not self.tenant:
             raise ValueError("tenant is required")
         if self.time.tzinfo is None:
@@ -109,6 +123,7 @@ class AuditEvent:
         object.__setattr__(self, "reasons", tuple(self.reasons))
         object.__setattr__(self, "matched_rules", tuple(dict(rule) for rule in self.matched_rules))
         object.__setattr__(self, "redacted_paths", tuple(self.redacted_paths))
+        object.__setattr__(self, "policy_input_redacted", tuple(self.policy_input_redacted))
 
     def to_doc(self) -> dict[str, Any]:
         """The JSON document of the event (``time`` as RFC 3339 with microseconds)."""
@@ -119,14 +134,32 @@ class AuditEvent:
         doc["matched_rules"] = [dict(rule) for rule in self.matched_rules]
         doc["redacted_paths"] = list(self.redacted_paths)
         doc["durations_ms"] = dict(self.durations_ms)
+        doc["policy_input_redacted"] = list(self.policy_input_redacted)
         return doc
+
+    def evaluated_input(self) -> dict[str, Any] | None:
+        """The policy input this decide call was evaluated on, as recorded (``policy_input``
+        with ``call.input`` put back from ``input``), or None when the record keeps none."""
+        if self.policy_input is None or self.input is None:
+            return None
+        call = {**(self.policy_input.get("call") or {}), "input": self.input}
+        return {**self.policy_input, "call": call}
+
+    @property
+    def shadow_outcome(self) -> ShadowOutcomeWord | None:
+        """The indexed summary of ``shadow``: ``agrees``, ``disagrees``, ``error`` or None."""
+        if self.shadow is None:
+            return None
+        if self.shadow.get("error") is not None:
+            return "error"
+        return "agrees" if self.shadow.get("agrees") else "disagrees"
 
 
 #: The record fields that are also stored as indexed columns (for queries), in column order.
 INDEXED_FIELDS: tuple[str, ...] = (
     "decision_id", "tenant", "seq", "time_us", "event", "request_id", "subject_id",
     "conversation_id", "tool", "decision", "error_code", "approval_id", "idempotency_key_hash",
-    "replayed",
+    "replayed", "shadow_outcome",
 )
 
 

@@ -7,13 +7,16 @@ the canonical content ``doc`` and its ``hash``), ``decision_chain_heads`` (the l
 each tenant chain, locked by writers), ``decision_checkpoints`` (what ``purge`` removed, signed),
 ``decision_schema`` (applied versions), ``decision_log_identity`` (since version 2: the log's
 random id, ``log_id``, which its signed checkpoints name; written once by the migration).
+Version 3 adds the ``shadow_outcome`` column (agrees, disagrees, error, or NULL: no shadow)
+with its index, and ``policy_revisions``: the revision archive, one row per policy revision a
+gateway activated (the bundle tarball, base64), outside the hash chains (``app.audit.revisions``).
 """
 
 from __future__ import annotations
 
 from app.audit.records import INDEXED_FIELDS
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: (version, statements) applied in order to reach ``SCHEMA_VERSION``. Types valid in both.
 MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
@@ -71,6 +74,19 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
         ),
     ),
     (2, ("CREATE TABLE IF NOT EXISTS decision_log_identity (log_id TEXT NOT NULL)",)),
+    (
+        3,
+        (
+            "ALTER TABLE decision_records ADD COLUMN shadow_outcome TEXT",
+            "CREATE INDEX IF NOT EXISTS decision_records_shadow ON decision_records (tenant, shadow_outcome, decision_id)",
+            """CREATE TABLE IF NOT EXISTS policy_revisions (
+                revision TEXT PRIMARY KEY,
+                archived_us BIGINT NOT NULL,
+                source TEXT NOT NULL,
+                bundle TEXT NOT NULL
+            )""",
+        ),
+    ),
 )
 
 #: The schema version whose migration gives the log its id (``SqlBase.ensure_schema``).

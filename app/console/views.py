@@ -22,6 +22,7 @@ from werkzeug.wrappers import Response as BaseResponse
 from app.approvals.records import Approval, Credential, secret_digest
 from app.audit.access import AuditorScope, auditor_scope
 from app.audit.chain import verify_chains
+from app.audit.checkpoints import CheckpointLogInvalid, configured_checkpoints
 from app.audit.export import write_csv, write_jsonl
 from app.audit.queries import DecisionQuery
 from app.audit.stores import checkpoint_key
@@ -337,12 +338,7 @@ def audit(session: ConsoleSession) -> str:
     page = deps.decision_reader.query(query, limit=min(params.limit, 50), cursor=params.cursor)
     tenants = [query.tenant] if query.tenant else deps.decision_reader.tenants()
     started = time.monotonic()
-    chains = []
-    for tenant in tenants[:20]:
-        report = verify_chains(deps.decision_reader, checkpoint_key(deps.settings), tenants=[tenant])
-        chains.append({"tenant": tenant, "ok": report.ok, "records": report.records,
-                       "broken": report.broken.reason if report.broken else None,
-                       "seq": report.broken.seq if report.broken else None})
+    chains, checked_against = _chain_status(deps, tenants, every_tenant=not query.tenant)
     until = query.until or utc_now()
     since = query.since or until - dt.timedelta(hours=24)
     window = DecisionQuery(**{**query.__dict__, "since": since, "until": until})
@@ -350,10 +346,40 @@ def audit(session: ConsoleSession) -> str:
     filters = _filter_args()
     return render_template(
         "console/audit.html", session=session, records=page.records, next_cursor=page.next_cursor, filters=filters,
-        chains=chains, verified_in_ms=round((time.monotonic() - started) * 1000), charts=drawn,
+        chains=chains, checked_against=checked_against, verified_in_ms=round((time.monotonic() - started) * 1000),
+        charts=drawn,
         chart_w=charts.CHART_W, chart_h=charts.CHART_H, outcomes=charts.OUTCOMES, since=rfc3339(since), until=rfc3339(until),
         query_string=urlencode(filters), platform=scope.platform,
     )
+
+
+def _chain_status(deps: Deps, tenants: list[str], *, every_tenant: bool) -> tuple[list[dict[str, Any]], str]:
+    """The chains of ``tenants`` (the first 20; with ``every_tenant`` also the tenants of the
+    signed registry, so a deleted tenant shows) verified as ``toolgate audit verify`` does:
+    against the signed checkpoints of the configured sinks when there is a checkpoint key
+    (truncation, rewinds, re-hashing, unregistered and deleted tenants show), else as hash
+    chains alone; and what they were checked against, in words."""
+    reader = deps.decision_reader
+    untrusted = None
+    try:
+        signed = configured_checkpoints(deps.settings, reader.log_id(), deps.redis)
+        if signed is not None and signed.other_logs:
+            untrusted = "the checkpoints are of another decision log"
+    except CheckpointLogInvalid:
+        untrusted = "the checkpoint log does not verify"
+    if untrusted is not None:
+        return [{"tenant": t, "ok": False, "records": 0, "broken": untrusted, "seq": 0} for t in tenants[:20]], "signed checkpoints"
+    if every_tenant and signed is not None:
+        tenants = sorted(set(tenants) | signed.registered)
+    chains = []
+    for tenant in tenants[:20]:
+        report = verify_chains(reader, checkpoint_key(deps.settings), tenants=[tenant], signed=signed)
+        chains.append({"tenant": tenant, "ok": report.ok, "records": report.records,
+                       "broken": report.broken.reason if report.broken else None,
+                       "seq": report.broken.seq if report.broken else None})
+    if signed is None:
+        return chains, "the hash chains only (no checkpoint key)"
+    return chains, f"{signed.statements} signed checkpoint statement(s)"
 
 
 def rfc3339(value: dt.datetime) -> str:

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from app.errors import ValidationFailed
-from app.vocabulary import NAMESPACE_PATTERN, TOOL_NAME_PATTERN, VERSION_PATTERN, qualified_tool
+from app.vocabulary import LABEL_PATTERN, NAMESPACE_PATTERN, TOOL_NAME_PATTERN, VERSION_PATTERN, qualified_tool
 
 Risk = Literal["low", "medium", "high"]
+Pointer = Annotated[str, StringConstraints(pattern=r"^(/[^/]*)+$", max_length=512)]
+Label = Annotated[str, StringConstraints(pattern=LABEL_PATTERN)]
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 Problem = dict[str, str]
 Validate = Callable[[Any], Any]
@@ -44,6 +46,20 @@ class ContractMetadata(BaseModel):
     sensitive_paths: tuple[str, ...] = ()
     idempotency_key_field: str | None = None
     lease_s: int | None = Field(default=None, gt=0, le=86_400)
+    # The marks the session reads (docs/session.md). Pointers are JSON Pointers (RFC 6901)
+    # where a ``*`` segment stands for every item of an array or member of an object.
+    #: Numeric input fields summed per window (``input.session.*.amounts``).
+    amount_fields: tuple[Pointer, ...] = ()
+    #: Input fields naming who the call deals with (``input.session.*.counterparties``).
+    counterparty_fields: tuple[Pointer, ...] = ()
+    #: Input fields naming what the call reads or writes (``input.session.*.resources``).
+    resource_fields: tuple[Pointer, ...] = ()
+    #: What a reported result brings into the session (``input.session.*.labels``), e.g.
+    #: ``untrusted_content``, ``private_data``, ``external_comms``; also ``input.tool.output_labels``.
+    output_labels: tuple[Label, ...] = ()
+    #: Result fields naming counterparties; from a result without ``untrusted_content`` they
+    #: become ``input.session.*.trusted_counterparties``.
+    output_counterparty_fields: tuple[Pointer, ...] = ()
 
 
 @dataclass(frozen=True)

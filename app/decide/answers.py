@@ -5,6 +5,7 @@ scoped grant is recorded the same way."""
 from __future__ import annotations
 
 import copy
+from decimal import Decimal
 from typing import Any
 
 from app.approvals.records import Approval, ApprovedEdit, Credential, StoredScopedGrant
@@ -73,6 +74,18 @@ def _diff(requested: Any, approved: Any, parts: list[str], out: list[InputChange
         out.append(InputChange(path=_pointer(parts), requested=requested, approved=approved, op="replace"))
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _raises(requested: Any, approved: Any) -> bool:
+    """Whether ``approved`` is a number further from zero than the requested number (an amount,
+    a count, a limit raised: that is another call, not a narrowed one)."""
+    if not (_is_number(requested) and _is_number(approved)):
+        return False
+    return abs(Decimal(str(approved))) > abs(Decimal(str(requested)))
+
+
 def _at(document: dict[str, Any], pointer: str) -> tuple[dict[str, Any] | None, str]:
     parts = [p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:]]
     node: Any = document
@@ -86,7 +99,8 @@ def approved_edit(contracts: ContractRegistry, approval: Approval, edited: dict[
 
     ``edited`` is the input as the approver sees it: sensitive members keep ``[REDACTED]`` and
     get their requested values back (changing or removing one is refused). The result must
-    validate against the tool's contract, and may change or remove members but never add one.
+    validate against the tool's contract, and may change or remove members but never add one,
+    nor move a number further from zero.
     Raises ``ValidationFailed`` (422) with ``details.problems``.
     """
     request = approval.request
@@ -116,6 +130,12 @@ def approved_edit(contracts: ContractRegistry, approval: Approval, edited: dict[
         raise ValidationFailed(
             "an approver may narrow the input (change or remove members), not add members", http_status=422,
             details={"problems": [{"path": p, "message": "not in the requested input"} for p in added[:20]]},
+        )
+    raised = [c.path for c in changes if c.op == "replace" and _raises(c.requested, c.approved)]
+    if raised:
+        raise ValidationFailed(
+            "an approver may lower a number, not raise it", http_status=422,
+            details={"problems": [{"path": p, "message": "larger than the requested value"} for p in raised[:20]]},
         )
     fp = fingerprint(request.tenant, request.requester, request.tool, request.version, normalized)
     return ApprovedEdit(input=normalized, fingerprint=fp, changes=tuple(changes))

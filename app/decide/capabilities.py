@@ -60,7 +60,7 @@ def evaluate(engine: PolicyEngine, subject: Subject, tools: Sequence[ToolFacts])
 def contract_facts(contract: ToolContract, annotations: ToolAnnotations | None = None) -> ToolFacts:
     """What the policy is told about a registered tool."""
     meta = contract.meta
-    return ToolFacts(meta.name, meta.version, True, meta.mutating, meta.risk, annotations, meta.namespace)
+    return ToolFacts(meta.name, meta.version, True, meta.mutating, meta.risk, annotations, meta.namespace, meta.output_labels)
 
 
 def tool_facts(contracts: ContractRegistry, name: str, version: str, annotations: ToolAnnotations | None) -> ToolFacts:

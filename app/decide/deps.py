@@ -12,9 +12,11 @@ from app.auth.verifier import TokenVerifier
 from app.contracts.registry import ContractRegistry
 from app.decide.recorder import Recorder
 from app.engine.base import PolicyEngine
+from app.engine.shadow import ShadowEvaluator
 from app.idempotency.store import IdempotencyStore
 from app.receipts.signer import ReceiptSigner
 from app.redis_client import RedisConnection
+from app.session.store import SessionStore
 from app.settings import Settings
 
 
@@ -27,7 +29,8 @@ class Deps:
     queries the capability document (``capability_path``) instead of the decision.
     ``receipts`` signs the receipt of each decide response (None: no receipts);
     ``published_keys`` is the document of ``/.well-known/toolgate-keys``
-    (``app.receipts.keys.key_document``)."""
+    (``app.receipts.keys.key_document``). ``shadow`` evaluates the candidate policy beside
+    ``engine`` (None: no candidate; the active policy's log-only families still report)."""
 
     settings: Settings
     verifier: TokenVerifier
@@ -36,12 +39,14 @@ class Deps:
     redis: RedisConnection
     idempotency: IdempotencyStore
     approvals: ApprovalService
+    sessions: SessionStore
     decision_log: DecisionLog
     decision_reader: DecisionLogReader
     recorder: Recorder
     capability_engine: PolicyEngine
     receipts: ReceiptSigner | None = None
     published_keys: dict[str, list[dict[str, str]]] = field(default_factory=lambda: {"keys": [], "checkpoint_keys": []})
+    shadow: ShadowEvaluator | None = None
 
     def readiness_checks(self) -> dict[str, Callable[[], None]]:
         """Named probes for ``/readyz``; each raises ``ToolgateError`` when not ready."""

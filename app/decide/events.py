@@ -1,18 +1,22 @@
 """The decision record of each kind of recorded call (DESIGN §6), built from what the call
 learnt and how it ended. Inputs are stored with the contract's sensitive paths redacted;
-idempotency keys only as their keyed hash."""
+idempotency keys only as their keyed hash. A decide call's record also keeps the policy input
+its policy saw, minus what must not be stored (``recorded_policy_input``), its policy's own
+decision and the shadow outcome beside it, so that the call can be evaluated again."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
 from app.approvals.presented import Granted
 from app.approvals.records import Approval, StoredScopedGrant
 from app.audit.records import AuditEvent, is_storable
-from app.contracts.redaction import redact
-from app.decide.stages import Authenticated, Decided, Parsed, Prepared, Refusal, Validated, conversation_id
+from app.contracts.contract import pointer
+from app.contracts.redaction import REDACTED, redact
+from app.decide import shadow
+from app.decide.stages import Authenticated, Decided, Evaluation, Parsed, Prepared, Refusal, Validated, conversation_id
 from app.errors import InternalError, ToolgateError
 from app.models import ApprovalAnswerBody, Subject
 from app.vocabulary import EventType, qualified_tool
@@ -62,6 +66,33 @@ def _recorded_input(stage: Authenticated) -> tuple[dict[str, Any] | None, list[s
     return (redacted, paths) if storable else (None, paths)
 
 
+def recorded_policy_input(
+    evaluation: Evaluation, input_redacted: list[str], context_fields: Collection[str]
+) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
+    """What the record keeps of the policy input of ``evaluation``, and the JSON Pointers
+    (into the policy input) whose values it does not keep.
+
+    Kept: the whole document but ``call.input`` (the record's ``input``, already redacted at
+    ``input_redacted``, the contract's sensitive paths) and the members of ``context`` not in
+    ``context_fields`` (the caller's untrusted text: prompts, anything it chose to send), which
+    are replaced by ``[REDACTED]``. ``subject``, ``tool``, ``call.id``, the trusted
+    ``history`` and ``session`` (built by the gateway from its own records), the verified
+    ``approval`` and ``request`` (its id and time) are kept as the policy saw them. (None, ()) when the document has no RFC 8785 form."""
+    document = evaluation.document
+    context = document.get("context") or {}
+    kept_context: dict[str, Any] = {}
+    redacted = [f"/call/input{path}" for path in input_redacted]
+    for key, value in context.items():
+        if key in context_fields:
+            kept_context[key] = value
+        else:
+            kept_context[key] = REDACTED
+            redacted.append(pointer(["context", key]))
+    call = {key: value for key, value in document["call"].items() if key != "input"}
+    kept = {**document, "call": call, "context": kept_context}
+    return (kept, tuple(redacted)) if is_storable(kept) else (None, ())
+
+
 def decide_event(
     stage: Authenticated,
     decided: Decided | None,
@@ -70,10 +101,12 @@ def decide_event(
     engine: str,
     key_hash: KeyHash,
     durations_ms: dict[str, float],
+    context_fields: Collection[str] = ("conversation_id",),
 ) -> AuditEvent:
     """The ``decide`` (or ``decide_dry_run``) record of an authenticated call: ``stage`` is the
     furthest it reached, ``decided`` its outcome (None when it failed), ``error`` the error it
-    returned (neither: an unexpected failure, recorded as INTERNAL_ERROR)."""
+    returned (neither: an unexpected failure, recorded as INTERNAL_ERROR). ``context_fields``:
+    the context members its policy input keeps (``recorded_policy_input``)."""
     call, subject = stage.call, stage.subject
     request = stage.request if isinstance(stage, Parsed) else None
     prepared = stage if isinstance(stage, Prepared) else None
@@ -87,6 +120,11 @@ def decide_event(
         approval_id = presented.approval_id
     else:
         approval_id = presented.approval_id if isinstance(presented, Refusal) else None
+    evaluation = decided.evaluation if decided else None
+    policy_input: dict[str, Any] | None = None
+    policy_input_redacted: tuple[str, ...] = ()
+    if evaluation is not None and recorded_input is not None:
+        policy_input, policy_input_redacted = recorded_policy_input(evaluation, redacted_paths, context_fields)
     return AuditEvent(
         decision_id=call.decision_id,
         event="decide_dry_run" if request is not None and request.dry_run else "decide",
@@ -114,6 +152,10 @@ def decide_event(
         approver_id=presented.approver if isinstance(presented, Granted) else None,
         error_code=_error_code(error, decided is not None),
         durations_ms=dict(durations_ms),
+        policy_input=policy_input,
+        policy_input_redacted=policy_input_redacted,
+        policy_decision=evaluation.decision.decision if evaluation else None,
+        shadow=shadow.recorded(evaluation.shadow, evaluation.decision) if evaluation else None,
     )
 
 

@@ -1,7 +1,9 @@
 """The decide pipeline (DESIGN §2): the ordered steps of ``POST /v1/decide``.
 
     decision id -> authenticate -> parse -> validate (contract) -> idempotency -> grant check
-    -> policy -> approval (use the grant | open a pending approval) -> reserve -> receipt -> record
+    -> session snapshot -> policy (the shadow beside it), each answer admitted (rate limits;
+    reserve the limits of an allow), and approval (use the grant | a standing grant | open a
+    pending approval) -> reserve -> session event -> receipt -> record
 
 No Flask here: the web layer hands over the request facts (``DecideCall`` inside a
 ``Progress``) and renders the ``DecideResponse`` that comes back. Every step may end the call
@@ -12,21 +14,33 @@ errors included, before anything is returned.
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from dataclasses import replace
 from typing import Any
 
 from app import metrics
 from app.approvals.presented import Granted
 from app.approvals.records import credential_digest
-from app.decide import approval_outcome, policy_input, presented, reservations, validation
+from app.decide import approval_outcome, policy_input, presented, reservations, session_step, shadow, validation
 from app.decide.approval_outcome import ApprovalOutcome
 from app.decide.deps import Deps
 from app.decide.events import decide_event
 from app.decide.phases import Phases
 from app.decide.receipts import receipt_claims
-from app.decide.stages import Authenticated, Decided, Prepared, Presented, Progress, Refusal, advance
+from app.decide.stages import (
+    Authenticated,
+    Decided,
+    Evaluation,
+    Prepared,
+    Presented,
+    Progress,
+    Refusal,
+    advance,
+)
+from app.engine.shadow import PendingShadow
 from app.errors import ToolgateError
-from app.models import DecideResponse, PolicyDecision, ToolRef
+from app.models import DecideResponse, IdempotencyInfo, PolicyDecision, ToolRef
+from app.session.store import Share
 from app.vocabulary import AiSdkStatus
 
 log = logging.getLogger(__name__)
@@ -48,7 +62,8 @@ def decide(deps: Deps, progress: Progress, phases: Phases) -> DecideResponse:
     def describe(decided: Decided | None, error: ToolgateError | None) -> Any:
         stage = progress.stage if isinstance(progress.stage, Authenticated) else authenticated
         return decide_event(
-            stage, decided, error, engine=deps.engine.name, key_hash=deps.recorder.key_hash, durations_ms=phases.ms
+            stage, decided, error, engine=deps.engine.name, key_hash=deps.recorder.key_hash, durations_ms=phases.ms,
+            context_fields=deps.settings.audit_context_fields,
         )
 
     decided = deps.recorder.run(
@@ -74,10 +89,8 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
     with phases.measure("grant"):
         validated, presented_approval = presented.check(validated, reservation, deps.approvals)
     prepared = progress.reach(advance(validated, Prepared, reservation=reservation, presented=presented_approval))
-    outcome = _decision(deps, prepared, phases)
-    with phases.measure("reserve"):
-        allowed = outcome.decision.decision == "allow"
-        idempotency = deps.idempotency.settle(reservation) if reservation is not None and allowed else None
+    outcome, admitted, evaluation = _decision(deps, prepared, phases)
+    idempotency, shares = _reserve_and_note(deps, prepared, outcome, admitted, phases)
     decision = outcome.decision
     # Unregistered tools: name and version are caller input, so one fixed label value for both.
     tool = prepared.tool
@@ -111,33 +124,86 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
     metrics.note_policy_revision(response.policy_revision)
     return progress.reach(
         # The approval that let the call through may be a standing grant found after the policy.
-        advance(replace(prepared, presented=outcome.presented), Decided, decision=decision, approval=outcome.approval, idempotency=idempotency, response=response)
+        advance(
+            replace(prepared, presented=outcome.presented), Decided, decision=decision, approval=outcome.approval,
+            idempotency=idempotency, response=response, noted=shares is not None, shares=shares or (),
+            evaluation=evaluation,
+        )
     )
 
 
-def _decision(deps: Deps, stage: Prepared, phases: Phases) -> ApprovalOutcome:
-    """The policy's decision and its approval step (``approval_outcome.decide``); a refused
-    presented approval is a deny without asking the policy."""
+def _decision(
+    deps: Deps, stage: Prepared, phases: Phases
+) -> tuple[ApprovalOutcome, session_step.Admitted, Evaluation | None]:
+    """The policy's decision after admission (rate limits, limits) and its approval step
+    (``approval_outcome.decide``), with the shadow beside the evaluation that decided (the last
+    one: the approval step may ask the policy again with a grant, and a superseded shadow is
+    discarded); a refused presented approval is a deny without asking the policy (its rate
+    limits count; no evaluation)."""
     if isinstance(stage.presented, Refusal):
         deny = PolicyDecision(decision="deny", reasons=(stage.presented.reason,))
-        return ApprovalOutcome(deny, stage.presented, None)
-    history = None
+        with phases.measure("limits"):
+            admitted = session_step.admit(stage, deny, deps.sessions)
+        return ApprovalOutcome(deny, stage.presented, None), admitted, None
+    with phases.measure("session"):
+        session = session_step.snapshot(stage, deps.sessions)
+    admission = session_step.Admission(stage, deps.sessions)
+    asked: list[tuple[dict[str, Any], PolicyDecision, PendingShadow | None]] = []
 
     def evaluate(approval: Granted | None) -> PolicyDecision:
-        nonlocal history
         with phases.measure("policy"):
-            if history is None:
-                history = policy_input.trusted_history(stage, deps.decision_reader)
-            document = policy_input.build(stage, history=history, approval=approval)
+            document = policy_input.build(stage, session=session, approval=approval)
+            if asked:
+                shadow.discard(asked[-1][2])
+            pending = shadow.start(deps.shadow, document)
             decision = deps.engine.evaluate(document, traceparent=stage.call.traceparent)
-        return decision if decision.policy_revision else decision.model_copy(update={"policy_revision": deps.engine.revision()})
+        if not decision.policy_revision:
+            decision = decision.model_copy(update={"policy_revision": deps.engine.revision()})
+        asked.append((document, decision, pending))
+        with phases.measure("limits"):
+            return admission.admit(decision)
 
     if stage.request.dry_run:
-        return ApprovalOutcome(evaluate(None), stage.presented, None)
-    with phases.measure("approval"):
-        return approval_outcome.decide(
-            stage, evaluate, deps.approvals, credential_digest=credential_digest(stage.call.authorization)
-        )
+        outcome = ApprovalOutcome(evaluate(None), stage.presented, None)
+    else:
+        with phases.measure("approval"):
+            try:
+                outcome = approval_outcome.decide(
+                    stage, evaluate, deps.approvals, credential_digest=credential_digest(stage.call.authorization)
+                )
+            except ToolgateError:
+                session_step.give_back(stage, admission.admitted, deps.sessions)
+                raise
+    document, decision, pending = asked[-1]
+    with phases.measure("shadow") if pending is not None else nullcontext():
+        evaluation = Evaluation(document, decision, shadow.finish(stage, pending, decision))
+    return outcome, admission.admitted, evaluation
+
+
+def _reserve_and_note(
+    deps: Deps, stage: Prepared, outcome: ApprovalOutcome, admitted: session_step.Admitted, phases: Phases
+) -> tuple[IdempotencyInfo | None, tuple[Share, ...] | None]:
+    """An allow with a key reserves it (or replays its record); then, outside a dry run, the
+    call's event joins its session. Returns the ``idempotency`` answer and the limit shares the
+    event holds (None: a dry run, no event). A call that fails here (its key taken meanwhile,
+    409; Redis gone, 503) gives back its shares and its key first."""
+    reservation = stage.reservation
+    with phases.measure("reserve"):
+        try:
+            allowed = outcome.decision.decision == "allow"
+            idempotency = deps.idempotency.settle(reservation) if reservation is not None and allowed else None
+        except ToolgateError:
+            session_step.give_back(stage, admitted, deps.sessions)
+            raise
+    if stage.request.dry_run:
+        return idempotency, None
+    with phases.measure("note"):
+        try:
+            return idempotency, session_step.note(stage, outcome, admitted, idempotency, deps.sessions)
+        except ToolgateError:
+            session_step.give_back(stage, admitted, deps.sessions)
+            _release_key(deps, stage, idempotency)
+            raise
 
 
 def ai_sdk_status(decision: PolicyDecision, presented_approval: Presented) -> AiSdkStatus:
@@ -149,18 +215,26 @@ def ai_sdk_status(decision: PolicyDecision, presented_approval: Presented) -> Ai
 
 
 def _release_unrecorded(deps: Deps, decided: Decided) -> None:
-    """Give back the key a call reserved when its decision could not be recorded, so that the
-    caller's retry is not blocked by a call that never got its allow."""
-    reserved = decided.idempotency
-    if reserved is None or reserved.state != "reserved" or decided.reservation is None:
+    """Give back what a call took when its decision could not be recorded (its key, its
+    session event and limit shares), so that the caller's retry is not blocked or counted by
+    a call that never got its answer."""
+    _release_key(deps, decided, decided.idempotency)
+    if decided.noted:
+        session_step.forget(decided, decided.shares, deps.sessions)
+
+
+def _release_key(deps: Deps, stage: Prepared, reserved: IdempotencyInfo | None) -> None:
+    """Release the key ``stage``'s call reserved (best effort: the call fails with 503 anyway,
+    and an unreleased lease expires)."""
+    if reserved is None or reserved.state != "reserved" or stage.reservation is None:
         return
     try:
         deps.idempotency.fail(
-            decided.reservation.scope, decided.subject.id, retryable=True, reason="decision not recorded",
+            stage.reservation.scope, stage.subject.id, retryable=True, reason="decision not recorded",
             token=reserved.reservation_token,
         )
-    except ToolgateError as exc:  # the call fails with 503 anyway; the lease will expire
+    except ToolgateError as exc:
         log.warning(
-            "could not release the key of an unrecorded decision",
-            extra={"event": "unrecorded_release_failed", "decision_id": decided.call.decision_id, "code": exc.code},
+            "could not release the key of an unanswered decision",
+            extra={"event": "unrecorded_release_failed", "decision_id": stage.call.decision_id, "code": exc.code},
         )

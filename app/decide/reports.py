@@ -1,7 +1,8 @@
 """A tool service's execution report (DESIGN §4), recorded like a decide call: the key is
 stored only as its keyed hash; refused reports are recorded too. The record of an accepted
 report names the decide call that reserved the key (``for_decision_id``): the decision id its
-receipt carries."""
+receipt carries. Every accepted report also settles that call's session (docs/session.md):
+complete keeps its limit shares spent and adds what its result brings, fail gives them back."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from app import metrics
 from app.bodies import parse_body
+from app.decide import session_step
 from app.decide.deps import Deps
 from app.decide.events import RequestFacts, report_event, unkeyed_failure_event
 from app.idempotency.executions import report_complete, report_failure
@@ -28,9 +30,10 @@ def complete(deps: Deps, request: RequestFacts, subject: Subject, key: str, body
 
     def act() -> Report:
         report = parse_body(CompleteReport, body, _SCHEMA_MESSAGE)
-        outcome = report_complete(deps.idempotency, deps.contracts, subject, key, report)
-        reasons.append(f"execution {outcome.state}")
-        return outcome
+        completed = report_complete(deps.idempotency, deps.contracts, subject, key, report)
+        reasons.append(f"execution {completed.report.state}")
+        session_step.settle(subject, completed.report, deps.sessions, contract=completed.contract, result=completed.result)
+        return completed.report
 
     return _recorded("execution_complete", deps, request, subject, key, reasons, act)
 
@@ -45,6 +48,7 @@ def fail(deps: Deps, request: RequestFacts, subject: Subject, key: str, body: by
         reasons.append(report.reason)
         outcome = report_failure(deps.idempotency, subject, key, report)
         reasons.append(f"execution {outcome.state}")
+        session_step.settle(subject, outcome, deps.sessions)
         return outcome
 
     return _recorded("execution_fail", deps, request, subject, key, reasons, act)
@@ -61,6 +65,7 @@ def record_complete(
     def act() -> Report:
         outcome = deps.idempotency.complete(Scope(subject.tenant, subject.id, key), subject.id, result, token=token)
         reasons.append(f"execution {outcome.state}")
+        session_step.settle(subject, outcome, deps.sessions)
         return outcome
 
     return _recorded("execution_complete", deps, request, subject, key, reasons, act)
@@ -77,6 +82,7 @@ def record_failure(
     def act() -> Report:
         outcome = deps.idempotency.fail(Scope(subject.tenant, subject.id, key), subject.id, retryable=retryable, reason=reason, token=token)
         reasons.append(f"execution {outcome.state}")
+        session_step.settle(subject, outcome, deps.sessions)
         return outcome
 
     return _recorded("execution_fail", deps, request, subject, key, reasons, act)

@@ -3,7 +3,8 @@ learnt::
 
     Received(call) -> Authenticated(+subject) -> Parsed(+request, contract, sensitive paths)
     -> Validated(+tool facts, normalized input, fingerprint)
-    -> Prepared(+idempotency reservation, presented approval) -> Decided(+decision, response)
+    -> Prepared(+idempotency reservation, presented approval)
+    -> Decided(+decision, response, the policy's evaluation and its shadow)
 
 Each step takes the stage it needs and returns the next; nothing is filled in later.
 ``Progress`` keeps the furthest stage a call reached, so that its decision record (and the
@@ -21,7 +22,16 @@ from app.audit.records import new_decision_id
 from app.contracts.contract import ToolContract
 from app.contracts.redaction import redact
 from app.idempotency.store import PendingCall
-from app.models import ApprovalInfo, DecideRequest, DecideResponse, IdempotencyInfo, PolicyDecision, Subject
+from app.models import (
+    ApprovalInfo,
+    DecideRequest,
+    DecideResponse,
+    IdempotencyInfo,
+    PolicyDecision,
+    ShadowOutcome,
+    Subject,
+)
+from app.session.store import Share
 from app.vocabulary import qualified_tool
 
 S = TypeVar("S", bound="Received")
@@ -91,6 +101,8 @@ class ToolFacts:
     risk: str
     annotations: ToolAnnotations | None = None
     namespace: str = ""
+    #: The contract's ``output_labels``: what a result of this tool brings into the session.
+    output_labels: tuple[str, ...] = ()
 
     @property
     def qualified(self) -> str:
@@ -106,6 +118,7 @@ class ToolFacts:
             "registered": self.registered,
             "mutating": self.mutating,
             "risk": self.risk,
+            "output_labels": list(self.output_labels),
         }
         if self.annotations is not None:
             facts["annotations"] = self.annotations.as_input()
@@ -171,13 +184,29 @@ class Prepared(Validated):
 
 
 @dataclass(frozen=True)
+class Evaluation:
+    """What the policy was asked and answered: the input ``document``, the policy's own
+    ``decision`` (before the approval step) and the ``shadow`` outcome beside it (None: no
+    shadow policy for this call)."""
+
+    document: dict[str, Any]
+    decision: PolicyDecision
+    shadow: ShadowOutcome | None
+
+
+@dataclass(frozen=True)
 class Decided(Prepared):
-    """The final decision and the response that carries it."""
+    """The final decision and the response that carries it; ``noted``: the call's event is in
+    the session (not for a dry run), holding ``shares`` of its limits; ``evaluation`` None when
+    the policy was not asked (a refused presented approval)."""
 
     decision: PolicyDecision
     approval: ApprovalInfo | None
     idempotency: IdempotencyInfo | None
     response: DecideResponse
+    noted: bool = False
+    shares: tuple[Share, ...] = ()
+    evaluation: Evaluation | None = None
 
 
 def advance(stage: Received, cls: type[S], **learnt: Any) -> S:

@@ -69,7 +69,7 @@ def validate(stage: Parsed, settings: ContractSettings) -> Validated:
     else:
         normalized = contract.validate_input(request.input)
         meta = contract.meta
-        tool = ToolFacts(meta.name, meta.version, True, meta.mutating, meta.risk, annotations, meta.namespace)
+        tool = ToolFacts(meta.name, meta.version, True, meta.mutating, meta.risk, annotations, meta.namespace, meta.output_labels)
     try:
         input_fingerprint: str | None = fingerprint(stage.subject.tenant, stage.subject.id, tool.qualified, tool.version, normalized)
     except ValidationFailed:

@@ -4,15 +4,20 @@
   directory, a bundle file or a bundle URL (``app.engine.sources``), with hot reload.
 - ``opa``: an OPA sidecar over the REST Data API (``app.engine.opa_http``).
 
+Beside either, a shadow candidate (``app.engine.shadow``, ``build_shadow``) is evaluated
+in-process on the same input and recorded, never acted upon.
+
 Both return a normalized ``PolicyDecision`` (``app.engine.normalize``) carrying the revision
 that evaluated it, and raise ``DependencyUnavailable`` when no decision can be made.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from app.engine.base import PolicyEngine
+from app.engine.shadow import ShadowEvaluator
 from app.engine.sources import (
     BundleFileSource,
     BundleUrlSource,
@@ -20,7 +25,7 @@ from app.engine.sources import (
     PolicySource,
 )
 from app.engine.status import WorkerStatusBoard
-from app.policy.bundle import MAX_BUNDLE_BYTES
+from app.policy.bundle import MAX_BUNDLE_BYTES, PolicyBundle
 from app.policy.signing import BundleVerifier
 from app.settings import Settings
 
@@ -31,6 +36,10 @@ def build_source(settings: Settings) -> PolicySource:
     where = settings.policy_bundle
     if where is None:
         return DirectorySource(settings.policy_dir)
+    return _bundle_source(where, settings)
+
+
+def _bundle_source(where: str, settings: Settings) -> PolicySource:
     if where.startswith(("http://", "https://")):
         return BundleUrlSource(where, timeout_s=settings.policy_bundle_timeout_ms / 1000, max_bytes=MAX_BUNDLE_BYTES)
     return BundleFileSource(Path(where))
@@ -48,9 +57,13 @@ def build_verifier(settings: Settings) -> BundleVerifier | None:
     )
 
 
-def build_engine(settings: Settings) -> PolicyEngine:
-    """The engine selected by ``settings.engine``. Nothing is loaded and no thread is started
-    until first use, so this is safe to call in a gunicorn master before fork."""
+Archive = Callable[[PolicyBundle], object]
+
+
+def build_engine(settings: Settings, *, on_activate: Archive | None = None) -> PolicyEngine:
+    """The engine selected by ``settings.engine``; the embedded one hands every bundle it
+    activates to ``on_activate`` (the revision archive). Nothing is loaded and no thread is
+    started until first use, so this is safe to call in a gunicorn master before fork."""
     board = WorkerStatusBoard(settings.policy_status_dir)
     if settings.engine == "opa":
         from app.engine.opa_http import OpaSidecarEngine
@@ -67,7 +80,31 @@ def build_engine(settings: Settings) -> PolicyEngine:
         go_gc_percent=settings.engine_go_gc_percent,
         go_max_procs=settings.engine_go_max_procs,
         pool_size=settings.engine_pool_size,
+        on_activate=on_activate,
     )
 
 
-__all__ = ["PolicyEngine", "build_engine", "build_source", "build_verifier"]
+def build_shadow(settings: Settings, *, on_activate: Archive | None = None) -> ShadowEvaluator | None:
+    """The shadow candidate of ``TOOLGATE_SHADOW_POLICY_DIR`` or ``TOOLGATE_SHADOW_POLICY_BUNDLE``
+    (None when neither is set): an embedded engine of its own, polled like the active policy,
+    verified with the same key, whose bundles go to ``on_activate`` too."""
+    from app.engine.embedded import EmbeddedEngine
+
+    if settings.shadow_policy_dir is not None:
+        source: PolicySource = DirectorySource(settings.shadow_policy_dir)
+    elif settings.shadow_policy_bundle is not None:
+        source = _bundle_source(settings.shadow_policy_bundle, settings)
+    else:
+        return None
+    engine = EmbeddedEngine(
+        source,
+        settings.decision_path,
+        verifier=build_verifier(settings),
+        poll_interval_s=settings.policy_poll_interval_s,
+        on_activate=on_activate,
+        shadow=True,
+    )
+    return ShadowEvaluator(engine, deadline_ms=settings.shadow_deadline_ms, workers=settings.shadow_workers)
+
+
+__all__ = ["PolicyEngine", "ShadowEvaluator", "build_engine", "build_shadow", "build_source", "build_verifier"]

@@ -1,21 +1,27 @@
 """The policy engine interface and the strict normalization of whatever an engine returns.
 
 Normalization (DESIGN §3): only an object whose ``decision`` is exactly ``allow``, ``deny`` or
-``user-approval`` counts. Anything else (a bare ``true``, ``"false"``, ``"yes"``, ``1``, ``{}``,
+``user-approval`` counts; its ``limits`` and ``rate_limits`` (docs/session.md), when present,
+must be well formed too. Anything else (a bare ``true``, ``"false"``, ``"yes"``, ``1``, ``{}``,
 a list, an unknown word, reasons that are not a list of strings, no result at all) becomes a
 ``deny`` with the stable reason ``"no policy decision"``; the detail goes to the log and the
 ``toolgate_policy_invalid_results_total`` metric.
+
+A decision document may also carry ``log_only``: what the decision would be with the policy's
+log-only families counted (a decision of the same shape). It is parsed on its own into
+``PolicyDecision.log_only``; a malformed one is a shadow ``invalid_result``, never a reason to
+change the decision itself.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from pydantic import ValidationError
 
 from app.bodies import release_validation_error
-from app.models import DecisionWord, EscalationRule, MatchedRule, PolicyDecision
+from app.models import DecisionWord, EscalationRule, LimitSpec, MatchedRule, PolicyDecision, RateLimitSpec, ShadowOutcome
 from app.vocabulary import GRANT_SCOPES
 
 log = logging.getLogger(__name__)
@@ -30,6 +36,8 @@ _APPROVAL_MEMBERS = frozenset(
     {"reason", "approver_roles", "ttl_s", "quorum", "allow_self_approval", "escalation", "grant_scopes", "max_grant_ttl_s"}
 )
 _MAX_MATCHED_RULES = 64
+_MAX_LIMITS = 16
+Spec = TypeVar("Spec", LimitSpec, RateLimitSpec)
 
 
 class PolicyEngine(Protocol):
@@ -86,7 +94,9 @@ def _matched_rules(value: Any) -> tuple[MatchedRule, ...]:
     return tuple(rules)
 
 
-def _parse(result: Any, policy_revision: str | None) -> PolicyDecision:
+def parse_decision(result: Any, policy_revision: str | None) -> PolicyDecision:
+    """The ``PolicyDecision`` of a decision document (its ``log_only`` member included).
+    Raises ``InvalidPolicyResult`` when it is not one."""
     if not isinstance(result, dict):
         raise InvalidPolicyResult(f"result is a {type(result).__name__}, not an object")
     word = result.get("decision")
@@ -114,7 +124,30 @@ def _parse(result: Any, policy_revision: str | None) -> PolicyDecision:
         if "ttl_s" in approval:
             fields["approval_ttl_s"] = _whole(approval["ttl_s"], "approval.ttl_s", 1, _MAX_TTL_S)
         fields.update(_approval_rules(approval))
+    fields["limits"] = _specs(result, "limits", LimitSpec)
+    fields["rate_limits"] = _specs(result, "rate_limits", RateLimitSpec)
+    if "log_only" in result:
+        fields["log_only"] = _log_only(result["log_only"], policy_revision)
     return PolicyDecision(decision=cast(DecisionWord, word), reasons=reasons, policy_revision=policy_revision, **fields)
+
+
+def shadow_of(decision: PolicyDecision, source: str) -> ShadowOutcome:
+    """``decision`` as a shadow outcome of ``source`` (``candidate`` or ``log_only``)."""
+    return ShadowOutcome.model_validate({
+        "source": source, "revision": decision.policy_revision, "decision": decision.decision,
+        "reasons": decision.reasons, "matched_rules": decision.matched_rules,
+    })
+
+
+def _log_only(value: Any, policy_revision: str | None) -> ShadowOutcome:
+    """The ``log_only`` member of a decision document as a shadow outcome (a malformed one:
+    ``invalid_result``)."""
+    try:
+        view = value if not isinstance(value, dict) else {k: v for k, v in value.items() if k != "log_only"}
+        return shadow_of(parse_decision(view, policy_revision), "log_only")
+    except InvalidPolicyResult as exc:
+        log.warning("invalid log_only view: %s", exc, extra={"event": "shadow_result_invalid", "detail": str(exc)})
+        return ShadowOutcome(source="log_only", revision=policy_revision, error="invalid_result")
 
 
 def _whole(value: Any, what: str, low: int, high: int) -> int:
@@ -166,6 +199,23 @@ def _approval_rules(approval: dict[str, Any]) -> dict[str, Any]:
     return rules
 
 
+def _specs(result: dict[str, Any], member: str, model: type[Spec]) -> tuple[Spec, ...]:
+    """The ``limits`` / ``rate_limits`` of a result (absent: none); a malformed one makes the
+    whole result invalid, so a limit the policy meant can never be dropped silently."""
+    items = result.get(member, [])
+    if not isinstance(items, list) or len(items) > _MAX_LIMITS:
+        raise InvalidPolicyResult(f"{member} is not a list of at most {_MAX_LIMITS} objects")
+    try:
+        specs = tuple(model.model_validate(item) for item in items)
+    except ValidationError as exc:
+        problem = exc.errors()[0]["msg"]
+        release_validation_error(exc)
+        raise InvalidPolicyResult(f"{member}: {problem}") from None
+    if len({spec.id for spec in specs}) != len(specs):
+        raise InvalidPolicyResult(f"{member} names one id twice")
+    return specs
+
+
 def normalize(
     result: Any, *, defined: bool = True, engine_decision_id: str | None = None, policy_revision: str | None = None
 ) -> PolicyDecision:
@@ -179,7 +229,7 @@ def normalize(
     try:
         if not defined:
             raise InvalidPolicyResult("the decision document is undefined (no result)")
-        decision = _parse(result, policy_revision)
+        decision = parse_decision(result, policy_revision)
     except InvalidPolicyResult as exc:
         log.warning("no policy decision: %s", exc, extra={"event": "policy_result_invalid", "detail": str(exc)})
         metrics.POLICY_INVALID_RESULTS.inc()

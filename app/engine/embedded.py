@@ -18,16 +18,23 @@ Reload: with ``poll_interval_s`` > 0 a daemon thread per engine (per worker) pol
 bundle that fails either is refused: the last good snapshot stays active, the refusal is logged,
 counted in ``toolgate_policy_reload_refusals_total`` and kept as ``last_refusal`` in
 ``status()`` (``/readyz`` details, ``GET /v1/policy/status``).
+
+Every activated bundle is handed to ``on_activate`` (the revision archive,
+``app.policy.archive``) so that a decision can be evaluated again under the revision that made
+it. A ``shadow`` engine (the candidate policy of ``app.engine.shadow``) counts its reloads and
+refusals in ``toolgate_shadow_reloads_total`` instead of the active engine's metrics, and its
+callers use ``evaluate_raw``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import os
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -110,13 +117,30 @@ def check_bundle(bundle: PolicyBundle, verifier: BundleVerifier | None) -> None:
         scratch.close()
 
 
+class EvaluationFailed(DependencyUnavailable):
+    """The engine ran the query and OPA raised an evaluation error (a conflict, a builtin error
+    under strict errors, a cancelled evaluation)."""
+
+
+@dataclass(frozen=True)
+class RawResult:
+    """What the decision document evaluated to, before normalization: ``value`` (None when
+    ``defined`` is False) and the ``revision`` of the snapshot that evaluated it."""
+
+    value: Any
+    defined: bool
+    revision: str
+
+
 class EmbeddedEngine:
     """``PolicyEngine`` backed by a pool of in-process OPA engines over one snapshot.
 
     ``source``: where bundles come from; ``verifier``: required signature, or None;
     ``poll_interval_s``: reload period (0: load once); ``status_board``: where this worker's
     status is published; ``go_gc_percent`` / ``go_max_procs``: see ``configure_go_runtime``
-    (None leaves the environment as it is); ``pool_size``: at most this many OPA engines (>= 1).
+    (None leaves the environment as it is); ``pool_size``: at most this many OPA engines (>= 1);
+    ``on_activate``: called with each bundle once it is active (its failures are logged, never
+    refuse the bundle); ``shadow``: see the module docstring.
     """
 
     name = "embedded"
@@ -132,6 +156,8 @@ class EmbeddedEngine:
         go_gc_percent: int | None = None,
         go_max_procs: int | None = None,
         pool_size: int = 2,
+        on_activate: Callable[[PolicyBundle], object] | None = None,
+        shadow: bool = False,
     ) -> None:
         if pool_size < 1:
             raise ValueError("pool_size must be at least 1")
@@ -153,6 +179,9 @@ class EmbeddedEngine:
         self._refusals = 0
         self._poller: threading.Thread | None = None
         self._stop = threading.Event()
+        self._on_activate = on_activate
+        self._shadow = shadow
+        self._kind = "shadow policy" if shadow else "policy"
 
     # -- snapshots -----------------------------------------------------------------------
     def _current(self) -> Snapshot:
@@ -210,23 +239,40 @@ class EmbeddedEngine:
         previous = self._snapshot
         self._snapshot = Snapshot(bundle, (previous.generation if previous else 0) + 1, _now())
         log.info(
-            "policy bundle %s activated (was %s)", bundle.revision, previous.revision if previous else "none",
-            extra={"event": "policy_activated", "revision": bundle.revision},
+            "%s bundle %s activated (was %s)", self._kind, bundle.revision, previous.revision if previous else "none",
+            extra={"event": "shadow_policy_activated" if self._shadow else "policy_activated", "revision": bundle.revision},
         )
-        metrics.POLICY_RELOADS.inc()
+        if self._shadow:
+            metrics.SHADOW_RELOADS.labels("activated").inc()
+        else:
+            metrics.POLICY_RELOADS.inc()
         self._publish()
+        self._archive(bundle)
         return True
+
+    def _archive(self, bundle: PolicyBundle) -> None:
+        if self._on_activate is None:
+            return
+        try:
+            self._on_activate(bundle)
+        except Exception:  # the archive is evidence for later; it never refuses a bundle
+            log.exception("could not archive policy revision %s", bundle.revision,
+                          extra={"event": "policy_archive_failed", "revision": bundle.revision})
 
     def _refuse(self, kind: str, detail: str, revision: str | None) -> None:
         self._last_refusal = Refusal(_now(), kind, detail, revision)
         self._refusals += 1
-        if kind != "unavailable" or self._snapshot is None:
-            metrics.ENGINE_ERRORS.labels("load").inc()
-        metrics.POLICY_RELOAD_REFUSALS.labels(kind).inc()
+        if self._shadow:
+            metrics.SHADOW_RELOADS.labels(kind).inc()
+        else:
+            if kind != "unavailable" or self._snapshot is None:
+                metrics.ENGINE_ERRORS.labels("load").inc()
+            metrics.POLICY_RELOAD_REFUSALS.labels(kind).inc()
         log.error(
-            "policy bundle refused (%s), %s: %s", kind,
+            "%s bundle refused (%s), %s: %s", self._kind, kind,
             f"keeping {self._snapshot.revision}" if self._snapshot else "no bundle is active", detail,
-            extra={"event": "policy_refused", "kind": kind, "revision": revision},
+            extra={"event": "shadow_policy_refused" if self._shadow else "policy_refused", "kind": kind,
+                   "revision": revision},
         )
         self._publish()
 
@@ -308,7 +354,8 @@ class EmbeddedEngine:
             load_into(engine, snapshot.bundle)
         except (OpaError, PolicyLoadError) as exc:  # it compiled before; only resources can fail here
             engine.close()
-            metrics.ENGINE_ERRORS.labels("load").inc()
+            if not self._shadow:
+                metrics.ENGINE_ERRORS.labels("load").inc()
             raise DependencyUnavailable("policy engine is unavailable", log_detail=f"loading policies failed: {exc}") from exc
         return engine
 
@@ -316,20 +363,36 @@ class EmbeddedEngine:
     def evaluate(self, policy_input: dict[str, Any], *, traceparent: str | None = None) -> PolicyDecision:
         """Evaluate ``data.<decision_path>`` on the current snapshot; undefined -> deny, engine
         error -> 503. The decision carries the snapshot's revision."""
+        try:
+            raw = self.evaluate_raw(policy_input)
+        except EvaluationFailed:
+            metrics.ENGINE_ERRORS.labels("evaluation").inc()
+            raise
+        return normalize(raw.value, defined=raw.defined, policy_revision=raw.revision)
+
+    def evaluate_raw(self, policy_input: dict[str, Any]) -> RawResult:
+        """Evaluate ``data.<decision_path>`` on the current snapshot without normalizing or
+        counting anything. Raises ``EvaluationFailed`` for an OPA evaluation error and
+        ``DependencyUnavailable`` when no bundle is active or an engine cannot be made."""
         from opa_bindings import OpaError, OpaUndefinedError
 
         snapshot = self._current()
         try:
             with self._engine(snapshot) as engine:
-                result = engine.eval_document(self._document, policy_input)
+                value = engine.eval_document(self._document, policy_input)
         except OpaUndefinedError:
-            return normalize(None, defined=False, policy_revision=snapshot.revision)
+            return RawResult(None, False, snapshot.revision)
         except OpaError as exc:
-            metrics.ENGINE_ERRORS.labels("evaluation").inc()
-            raise DependencyUnavailable(
+            raise EvaluationFailed(
                 "policy evaluation failed", log_detail=f"embedded OPA {exc.code}: {exc.message}"
             ) from exc
-        return normalize(result, policy_revision=snapshot.revision)
+        return RawResult(value, True, snapshot.revision)
+
+    @property
+    def active_revision(self) -> str | None:
+        """The revision of the active snapshot, None before the first (loads nothing)."""
+        snapshot = self._snapshot
+        return snapshot.revision if snapshot else None
 
     def revision(self) -> str:
         """The revision of the active snapshot (loading the first one if needed)."""
@@ -345,6 +408,15 @@ class EmbeddedEngine:
                 engine.eval_query("x := true")
         except OpaError as exc:
             raise DependencyUnavailable("policy engine is unavailable", log_detail=str(exc)) from exc
+
+    def warm(self) -> None:
+        """``probe``, then one evaluation of the decision document on an empty input, its
+        result dropped: OPA prepares the query on an engine's first evaluation (about
+        150 ms for the shipped policies), which a call must not pay (a shadow's deadline).
+        Raises ``DependencyUnavailable`` like ``probe``."""
+        self.probe()
+        with contextlib.suppress(EvaluationFailed):  # a policy that errs on an empty input is prepared all the same
+            self.evaluate_raw({})
 
     def status(self, *, with_detail: bool = True) -> dict[str, Any]:
         """``{"engine", "source", "revision", "generation", "activated_at", "poll_interval_s",

@@ -1,12 +1,17 @@
 """Execution reports (DESIGN §4): the tool service tells the gateway how a reserved call ended.
 
 ``report_complete`` validates the result against the contract of the reserved tool and stores
-it; ``report_failure`` releases the key or stores the failure. Both act only on a record the
-same tenant and subject reserved, compare-and-set on the owner token when one is given.
+it (and returns what the session learns from it, docs/session.md); ``report_failure``
+releases the key or stores the failure. Both act only on a record the same tenant and
+subject reserved, compare-and-set on the owner token when one is given.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
+from app.contracts.contract import ToolContract
 from app.contracts.registry import ContractRegistry
 from app.errors import NotFound, ValidationFailed
 from app.idempotency.keys import Scope, validate_key
@@ -23,9 +28,19 @@ def _scope(subject: Subject, key: str) -> Scope:
         raise NotFound("no execution with this key") from None
 
 
+@dataclass(frozen=True)
+class Completed:
+    """A stored completion and what the session learns from it: the reserved tool's contract
+    (None: unregistered) and the validated result."""
+
+    report: Report
+    contract: ToolContract | None
+    result: Any
+
+
 def report_complete(
     store: IdempotencyStore, contracts: ContractRegistry, subject: Subject, key: str, report: CompleteReport
-) -> Report:
+) -> Completed:
     """Store ``report.result`` for the call ``subject`` reserved under ``key``.
 
     Raises ``ValidationFailed`` (422: the result does not match the contract's output
@@ -38,7 +53,7 @@ def report_complete(
     namespace, _, name = tool.rpartition("/")  # the record holds the qualified name
     contract = contracts.get(name, version, namespace)
     result = contract.validate_output(report.result) if contract else report.result
-    return store.complete(scope, subject.id, result, token=report.reservation_token)
+    return Completed(store.complete(scope, subject.id, result, token=report.reservation_token), contract, result)
 
 
 def report_failure(store: IdempotencyStore, subject: Subject, key: str, report: FailReport) -> Report:

@@ -3,6 +3,10 @@
 Over HTTP every request to the MCP endpoint must carry ``Authorization: Bearer <JWT>``
 accepted by the same verifier as the HTTP API; anything else is answered ``401`` (structured
 body, ``WWW-Authenticate``) before the SDK sees it, ``503`` when the key set cannot be fetched.
+A request body is then read whole (at most the SDK's own limit, else ``413``) and must be
+strict JSON as on the HTTP API (no duplicate keys, NaN or numbers a float cannot keep):
+otherwise a JSON-RPC parse error (``400``, -32700) that does not echo the input. The SDK
+parses it again: what is decided and what is forwarded is the same parsed message.
 """
 
 from __future__ import annotations
@@ -15,11 +19,13 @@ from typing import Any
 import anyio
 import uvicorn
 from mcp.server.stdio import stdio_server
-from starlette.types import ASGIApp, Receive, Scope, Send
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.auth.verifier import TokenVerifier
+from app.bodies import parse_json
 from app.decide.deps import Deps
-from app.errors import ToolgateError
+from app.errors import ToolgateError, ValidationFailed
 from app.mcp.server import build_server
 from app.mcp.upstreams import Upstream, UpstreamPool
 from app.settings import McpUpstream
@@ -44,7 +50,56 @@ class BearerGate:
         except ToolgateError as error:
             await _error(send, error)
             return
-        await self._app(scope, receive, send)
+        if scope["method"] != "POST":
+            await self._app(scope, receive, send)
+            return
+        try:
+            body, trailing = await _read_body(receive, DEFAULT_MAX_REQUEST_BODY_SIZE)
+        except ValidationFailed as error:
+            await _error(send, error)
+            return
+        if body:
+            try:
+                parse_json(body)
+            except ValidationFailed as error:
+                await _parse_error(send, error.message)
+                return
+        await self._app(scope, _replay(body, trailing, receive), send)
+
+
+async def _read_body(receive: Receive, limit: int) -> tuple[bytes, Message | None]:
+    """The whole request body and the message that ended it early (a disconnect), if any.
+    Raises ``ValidationFailed`` (413) past ``limit`` bytes."""
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return bytes(body), message
+        body.extend(message.get("body", b""))
+        if len(body) > limit:
+            raise ValidationFailed("request body is too large", http_status=413)
+        if not message.get("more_body", False):
+            return bytes(body), None
+
+
+def _replay(body: bytes, trailing: Message | None, receive: Receive) -> Receive:
+    """A ``receive`` that gives the app the body already read, then the rest of the connection."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+    if trailing is not None:
+        pending.append(trailing)
+
+    async def replay() -> Message:
+        return pending.pop(0) if pending else await receive()
+
+    return replay
+
+
+async def _parse_error(send: Send, message: str) -> None:
+    """A JSON-RPC parse error (-32700) for a body that is not strict JSON, without its input."""
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": f"Parse error: {message}"}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 400, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 async def _error(send: Send, error: ToolgateError) -> None:

@@ -7,6 +7,7 @@
                           [--verification-key-id ID] [--scope SCOPE]
     toolgate policy push [DIR] [--url URL]
     toolgate policy serve-bundle [DIR] [--bind HOST:PORT] [--name NAME] [--signing-key KEY ...]
+    toolgate policy diff|explain|archive ...   (app.policy.rollout_commands)
 
 Exit codes: 0 success, 1 a check failed (tests, coverage, compile, verification, a refused
 push), 2 usage or settings error.
@@ -236,3 +237,7 @@ def add_policy_commands(sub: Any) -> None:
     serve.add_argument("--name", default="toolgate", help="bundle name in the URL (default toolgate)")
     _signing_options(serve)
     serve.set_defaults(func=_serve_bundle)
+
+    from app.policy.rollout_commands import add_rollout_commands
+
+    add_rollout_commands(policy_sub)

@@ -6,10 +6,15 @@ What it does and why:
   ``TOOLGATE_MAX_BODY_BYTES``) within ``TOOLGATE_PROXY_CLIENT_TIMEOUT_S`` per read of headers
   and body, before one upstream connection is used: hundreds of slow or idle clients cost nginx
   a few kilobytes each and gunicorn nothing.
-- A body over the limit, a malformed request, a header block too large, or an upstream that
-  does not answer get the gateway's structured error body (DESIGN §7) with a request id, never
-  nginx's HTML page; an unreachable upstream is ``503 DEPENDENCY_UNAVAILABLE`` (retryable, with
-  ``Retry-After``).
+- A body over the limit, a malformed request (an unknown ``Transfer-Encoding`` too: nginx's
+  501 becomes this 400), a method nginx refuses itself (``TRACE``), a header block too large,
+  or an upstream that does not answer get the gateway's structured error body (DESIGN §7) with
+  a request id, never nginx's HTML page;
+  an unreachable upstream is ``503 DEPENDENCY_UNAVAILABLE`` (retryable, with ``Retry-After``).
+  The error bodies are internal locations reached by URI, not named ones: nginx cannot redirect
+  a request whose request line it could not parse (``%00`` in the path) to a named location and
+  would answer its own HTML 500. A request URI longer than ``MAX_REQUEST_URI`` is refused here
+  (431) because gunicorn would refuse its request line with an HTML 414.
 - nginx never retries a request on the upstream (``proxy_next_upstream off``): a decide call
   may reserve an idempotency key, and only the caller decides to retry.
 - Access logs are off (the gateway logs every request with its id); ``X-Forwarded-For`` and
@@ -29,7 +34,11 @@ _ERRORS = {
     "too_large": (413, "VALIDATION_ERROR", "request body is too large", False),
     "headers_too_large": (431, "VALIDATION_ERROR", "request headers are too large", False),
     "unavailable": (503, "DEPENDENCY_UNAVAILABLE", "a dependency is unavailable; retry later", True),
+    "not_found": (404, "NOT_FOUND", "no such endpoint", False),
+    "method_not_allowed": (405, "VALIDATION_ERROR", "method not allowed for this endpoint", False),
 }
+ERROR_PREFIX = "/.toolgate-proxy-error/"
+MAX_REQUEST_URI = 4000  # bytes; gunicorn's limit_request_line (4094) covers method, URI and version
 
 
 @dataclass(frozen=True)
@@ -59,7 +68,7 @@ def _upstream(bind: str) -> str:
 
 
 def _error_location(name: str) -> str:
-    """A named location answering the structured error ``name`` (nginx fills ``$request_id``)."""
+    """An internal location answering the structured error ``name`` (nginx fills ``$request_id``)."""
     status, code, message, retryable = _ERRORS[name]
     error: dict[str, object] = {"code": code, "message": message, "retryable": retryable}
     if retryable:
@@ -67,7 +76,8 @@ def _error_location(name: str) -> str:
     text = json.dumps({"ok": False, "error": error, "request_id": "$request_id"}, separators=(",", ":"))
     retry = "        add_header Retry-After 1 always;\n" if retryable else ""
     return (
-        f"    location @{name} {{\n"
+        f"    location = {ERROR_PREFIX}{name} {{\n"
+        "        internal;\n"
         "        default_type application/json;\n"
         "        add_header X-Request-Id $request_id always;\n"
         '        add_header Cache-Control "no-store" always;\n'
@@ -133,12 +143,17 @@ http {{
     server {{
         listen {settings.proxy_listen} backlog=4096;
 
-        error_page 400 = @bad_request;
-        error_page 413 = @too_large;
-        error_page 414 431 494 = @headers_too_large;
-        error_page 502 503 504 = @unavailable;
+        error_page 400 501 = {ERROR_PREFIX}bad_request;
+        error_page 404 = {ERROR_PREFIX}not_found;
+        error_page 405 = {ERROR_PREFIX}method_not_allowed;
+        error_page 413 = {ERROR_PREFIX}too_large;
+        error_page 414 431 494 = {ERROR_PREFIX}headers_too_large;
+        error_page 502 503 504 = {ERROR_PREFIX}unavailable;
 
         location / {{
+            if ($request_uri ~ "^.{{{MAX_REQUEST_URI + 1}}}") {{
+                return 414;
+            }}
             proxy_pass http://toolgate;
             proxy_set_header Connection "";
             proxy_set_header Host $host;
@@ -150,6 +165,6 @@ http {{
             proxy_next_upstream off;
         }}
 
-{_error_location("bad_request")}{_error_location("too_large")}{_error_location("headers_too_large")}{_error_location("unavailable")}    }}
+{"".join(_error_location(name) for name in _ERRORS)}    }}
 }}
 """

@@ -21,7 +21,7 @@ from app.audit.queries import CURSOR_PATTERN, MAX_PAGE, DecisionQuery
 from app.errors import NotFound
 from app.models import DecisionListResponse, DecisionRecord, DecisionRecordResponse, Subject
 from app.timefmt import parse_rfc3339
-from app.vocabulary import DECISION_ID_PATTERN, DecisionWord, EventType
+from app.vocabulary import DECISION_ID_PATTERN, DecisionWord, EventType, ShadowOutcomeWord
 from app.web.auth import require_subject
 from app.web.context import current_deps
 from app.web.query import ascii_digits, parse_query
@@ -58,6 +58,7 @@ class DecisionsParams(BaseModel):
     request_id: Text | None = None
     approval_id: Text | None = None
     idempotency_key: Annotated[str, Field(min_length=1, max_length=255, pattern=TEXT_PATTERN)] | None = None
+    shadow: ShadowOutcomeWord | None = None
     since: Time | None = None
     until: Time | None = None
     limit: Annotated[int, Field(ge=1, le=MAX_PAGE), BeforeValidator(ascii_digits)] = 100
@@ -74,7 +75,9 @@ def list_decisions(subject: Subject) -> Response:
     only name its own), ``subject``, ``tool``, ``decision`` (allow|deny|user-approval),
     ``event`` (decide|decide_dry_run|approval_answer|execution_complete|execution_fail|
     idempotency_resolve), ``error_code``, ``request_id``, ``approval_id``, ``idempotency_key``
-    (the raw key; matched by its keyed hash), ``since`` (inclusive) and ``until`` (exclusive) as
+    (the raw key; matched by its keyed hash), ``shadow`` (agrees|disagrees|error: decide records
+    whose shadow policy agreed with the active one, disagreed, or gave no decision), ``since``
+    (inclusive) and ``until`` (exclusive) as
     RFC 3339, ``limit`` 1-1000 (default 100), ``cursor`` (``next_cursor`` of the previous page).
     Errors: 400 VALIDATION_ERROR (bad parameter or cursor), 401, 403 FORBIDDEN (no auditor
     role, or another tenant named), 503 DEPENDENCY_UNAVAILABLE (store down).
@@ -92,6 +95,7 @@ def list_decisions(subject: Subject) -> Response:
         request_id=params.request_id,
         approval_id=params.approval_id,
         idempotency_key_hash=deps.recorder.key_hash(params.idempotency_key) if params.idempotency_key is not None else None,
+        shadow_outcome=params.shadow,
         since=params.since,
         until=params.until,
     )

@@ -27,7 +27,7 @@ from app.models import (
     ScopedGrantResponse,
     ToolListResponse,
 )
-from app.vocabulary import DECISIONS, EVENT_TYPES, IDEMPOTENCY_KEY_PATTERN, REQUEST_ID_PATTERN
+from app.vocabulary import DECISIONS, EVENT_TYPES, IDEMPOTENCY_KEY_PATTERN, REQUEST_ID_PATTERN, SHADOW_OUTCOMES
 from app.web.decisions import TEXT_PATTERN
 
 bp = Blueprint("openapi", __name__)
@@ -186,6 +186,8 @@ def _decision_paths() -> dict[str, Any]:
                     query("error_code", text), query("request_id", text), query("approval_id", text),
                     query("idempotency_key", {**text, "maxLength": 255},
                           "the raw key, matched by its keyed hash"),
+                    query("shadow", {"type": "string", "enum": list(SHADOW_OUTCOMES)},
+                          "decide records whose shadow policy agreed, disagreed, or gave no decision"),
                     query("since", when, "inclusive, RFC 3339 with offset"),
                     query("until", when, "exclusive, RFC 3339 with offset"),
                     query("limit", {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100}),

@@ -11,6 +11,8 @@
 #   Written for speed: every rule here is evaluated on every call (docs/policy-authors.md).
 package toolgate
 
+import data.toolgate.lib
+
 # --- subject and tool --------------------------------------------------------------------
 
 # A registered tool is usable only if one of the subject's roles (verified claims) lists it.
@@ -53,8 +55,48 @@ claims := {family: declaration |
 	requested_namespace := object.get(input.tool, "namespace", "")
 	declared_namespace == requested_namespace
 	input.tool.version in object.get(declaration, "versions", [input.tool.version])
+	not _held_back(family)
 } if {
 	input.tool.registered == true
+}
+
+# --- log-only families -----------------------------------------------------------------------
+#
+# A family with `log_only := true` (and `log_only: true` under METADATA custom) is tried on
+# real traffic without deciding anything: its claims are held back from the decision, and the
+# decision document reports in `log_only` what the decision would be with every log-only family
+# that claims the tool counted as an ordinary family (a decision of the same shape). The
+# gateway records it as the call's shadow outcome and never acts on it.
+default count_log_only := false
+
+_held_back(family) if {
+	data.tools[family].log_only == true
+	not count_log_only
+}
+
+# The log-only families that claim the requested tool.
+log_only_claims contains family if {
+	_any_log_only
+
+	# The claims as they would be without log-only families held back (evaluated only when the
+	# bundle has a log-only family at all).
+	# regal ignore:with-outside-test-context
+	counted := claims with count_log_only as true
+	some family, _ in counted
+	data.tools[family].log_only == true
+}
+
+_any_log_only if {
+	some family
+	data.tools[family].log_only == true
+}
+
+_log_only_view := view if {
+	count(log_only_claims) > 0
+
+	# The whole decision again, log-only families counted: only for calls a log-only family claims.
+	# regal ignore:with-outside-test-context
+	view := _decision with count_log_only as true
 }
 
 # Two claims of one tool are fine only when each names the other in `shared_with`.
@@ -338,16 +380,27 @@ approval_reasons := sort({r.message | some r in approvals})
 # description: |
 #   {"decision": "allow"|"deny"|"user-approval", "reasons": [string],
 #    "matched_rules": [{"id", "effect": "deny"|"approval"|"allow", "message"}],
-#    "approval"?: {"reason", "approver_roles", "ttl_s", "quorum"?, "allow_self_approval"?}}
+#    "approval"?: {"reason", "approver_roles", "ttl_s", "quorum"?, "allow_self_approval"?},
+#    "limits"?: [limit] (an allow's), "rate_limits"?: [rate limit] (docs/session.md),
+#    "log_only"?: <the same shape, with the log-only families that claim the tool counted>}
 # entrypoint: true
 # scope: document
-default decision := {
+decision := _decision if not _log_only_view
+
+decision := object.union(_decision, {"log_only": _log_only_view}) if _log_only_view
+
+default _decision := {
 	"decision": "deny",
 	"reasons": ["no policy rule allows this call"],
 	"matched_rules": [{"id": "toolgate.no_rule_allows", "effect": "deny", "message": "no policy rule allows this call"}],
 }
 
-decision := {"decision": "allow", "reasons": ["allowed by policy"], "matched_rules": sort(allowances)} if {
+_decision := object.union(verdict, allow_members) if {
+	verdict.decision == "allow"
+} else := object.union(verdict, rate_limits_member)
+
+# The verdict: deny > user-approval > allow > default deny.
+verdict := {"decision": "allow", "reasons": ["allowed by policy"], "matched_rules": sort(allowances)} if {
 	# The common case first, decided from the family's sets alone (what the full resolution
 	# below answers for it, with less work): granted, one family, no deny, no approval rule,
 	# an allow, no rejected approval.
@@ -376,3 +429,24 @@ decision := {"decision": "allow", "reasons": ["allowed by policy"], "matched_rul
 } if {
 	count(approvals) > 0
 } else := {"decision": "allow", "reasons": ["allowed by policy"], "matched_rules": matched_rules}
+
+# --- what the gateway enforces (docs/session.md) -----------------------------------------------
+
+# The consulted families' counts and budgets (`limits contains lib.count_limit(...)`), which
+# the gateway reserves atomically when it answers allow, and the rate limits of policy data
+# (lib.rate_limits), which count every decision: members of the decision (above) only when
+# they have entries.
+family_limits := sort([limit | some family in families; some limit in data.tools[family].limits])
+
+rate_limit_list := sort([rate | some rate in lib.rate_limits])
+
+default limits_member := {}
+
+limits_member := {"limits": family_limits} if count(family_limits) > 0
+
+default rate_limits_member := {}
+
+rate_limits_member := {"rate_limits": rate_limit_list} if count(rate_limit_list) > 0
+
+# What an allow carries; a deny or a user-approval carries the rate limits only.
+allow_members := object.union(limits_member, rate_limits_member)

@@ -240,6 +240,54 @@ test_shared_tool_denial_by_either_family_wins if {
 	fixtures.expect(ticket_call, {"decision": "deny", "reasons": ["b denies"]}) with data.tools as tools
 }
 
+# --- log-only families ----------------------------------------------------------------------
+
+# A log-only family that would deny ticket calls, shared with the tickets family.
+strict_tickets := {"strict": {
+	"governs": {"createTicket": {"shared_with": ["tickets"]}},
+	"log_only": true,
+	"deny": {{"rule": "no_fire", "message": "fires go to facilities"}},
+}}
+
+shared_tickets := {"governs": {"createTicket": {"shared_with": ["strict"]}}, "allow": {{"rule": "valid_ticket", "message": "ok"}}}
+
+test_log_only_family_changes_no_decision if {
+	d := data.toolgate.decision with input as ticket_call
+		with data.tools as object.union(strict_tickets, {"tickets": shared_tickets})
+	fixtures.same([d.decision, d.reasons, [r.id | some r in d.matched_rules]], ["allow", ["allowed by policy"], ["tickets.valid_ticket"]])
+}
+
+test_log_only_view_counts_the_family if {
+	d := data.toolgate.decision with input as ticket_call
+		with data.tools as object.union(strict_tickets, {"tickets": shared_tickets})
+	fixtures.same([d.log_only.decision, d.log_only.reasons, [r.id | some r in d.log_only.matched_rules]], [
+		"deny", ["fires go to facilities"],
+		["tickets.valid_ticket", "strict.no_fire"],
+	])
+}
+
+test_no_log_only_member_without_a_log_only_claim if {
+	d := data.toolgate.decision with input as ticket_call
+	not d.log_only
+	d2 := data.toolgate.decision with input as fixtures.call(fixtures.admin, "runCommand", {"command": "uptime"})
+		with data.tools.strict as strict_tickets.strict
+	not d2.log_only
+}
+
+test_log_only_family_alone_is_held_back if {
+	alone := {"newfam": {"governs": {"createTicket": {}}, "log_only": true, "allow": {{"rule": "ok", "message": "ok"}}}}
+	d := data.toolgate.decision with input as ticket_call with data.tools as alone
+	fixtures.same([d.decision, [r.id | some r in d.matched_rules]], ["deny", ["toolgate.no_family"]])
+	fixtures.same([d.log_only.decision, [r.id | some r in d.log_only.matched_rules]], ["allow", ["newfam.ok"]])
+}
+
+test_log_only_false_is_an_ordinary_family if {
+	tools := {"strict": object.union(strict_tickets.strict, {"log_only": false}), "tickets": shared_tickets}
+	d := data.toolgate.decision with input as ticket_call with data.tools as tools
+	fixtures.same([d.decision, d.reasons], ["deny", ["fires go to facilities"]])
+	not d.log_only
+}
+
 # --- malformed families fail closed --------------------------------------------------------
 
 test_malformed_contributions_deny if {

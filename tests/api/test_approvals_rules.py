@@ -153,7 +153,7 @@ def test_the_approver_narrows_the_input_and_the_retried_call_runs_the_approved_i
     assert used.input_fingerprint == answered.input_fingerprint != asked.input_fingerprint
 
 
-def test_an_edit_is_validated_against_the_contract_and_may_not_add_members(gateway):
+def test_an_edit_is_validated_against_the_contract_and_may_not_add_members_or_raise_numbers(gateway):
     gw = gateway()
     approval_id = gw.ask(pay(1500))
     for edited in ({"amount": -5, "currency": "EUR", "recipient": "acct_42"},
@@ -162,6 +162,9 @@ def test_an_edit_is_validated_against_the_contract_and_may_not_add_members(gatew
         resp = gw.answer(approval_id, input=edited)
         assert resp.status_code == 422, (edited, resp.get_json())
         assert resp.get_json()["error"]["code"] == "VALIDATION_ERROR"
+    raised = gw.answer(approval_id, input={"amount": 99999, "currency": "EUR", "recipient": "acct_42"})
+    assert raised.status_code == 422 and raised.get_json()["error"]["retryable"] is False
+    assert raised.get_json()["error"]["details"]["problems"] == [{"path": "/amount", "message": "larger than the requested value"}]
     # Nothing was stored by the refused edits: the approval is still pending.
     shown = gw.client.get(f"/v1/approvals/{approval_id}", headers=auth(*APPROVER)).get_json()
     assert shown["approval"]["state"] == "pending" and shown["approval"]["votes"] == []

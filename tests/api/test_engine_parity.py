@@ -37,9 +37,17 @@ def _outcome(resp) -> tuple:
     return resp.status_code, data.get("decision"), data.get("reasons"), data.get("policy_revision")
 
 
-def test_decision_cases_are_identical_under_both_engines(make_app, real_opa):
+@pytest.fixture
+def other_redis(redis_server) -> str:
+    """Another database of the session's Redis: each engine decides against a session of its
+    own, so that a case's call under one engine does not count in the other's session (one
+    delete per conversation, rate limits; docs/session.md)."""
+    return redis_server.url.rsplit("/", 1)[0] + "/1"
+
+
+def test_decision_cases_are_identical_under_both_engines(make_app, real_opa, other_redis):
     embedded = make_app().test_client()
-    sidecar = make_app(engine="opa", opa_url=real_opa.url, opa_read_timeout_ms=2000).test_client()
+    sidecar = make_app(engine="opa", opa_url=real_opa.url, opa_read_timeout_ms=2000, redis_url=other_redis).test_client()
     revision = read_directory(POLICY_DIR).revision
     mismatches = []
     for case in CASES:
@@ -50,9 +58,10 @@ def test_decision_cases_are_identical_under_both_engines(make_app, real_opa):
     assert len(CASES) > 40
 
 
-def test_banking_calls_are_identical_under_both_engines(make_app, real_opa):
+def test_banking_calls_are_identical_under_both_engines(make_app, real_opa, other_redis):
     embedded = list(_banking(make_app().test_client()))
-    sidecar = list(_banking(make_app(engine="opa", opa_url=real_opa.url, opa_read_timeout_ms=2000).test_client()))
+    sidecar_app = make_app(engine="opa", opa_url=real_opa.url, opa_read_timeout_ms=2000, redis_url=other_redis)
+    sidecar = list(_banking(sidecar_app.test_client()))
     assert len(embedded) == len(sidecar) == len(BANKING_CALLS.read_text().splitlines()) > 40
     left = [(tool, _outcome(resp)) for tool, resp in embedded]
     right = [(tool, _outcome(resp)) for tool, resp in sidecar]

@@ -12,12 +12,14 @@ standard input closes: the TypeScript tests (``clients/ai-sdk``) start it that w
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
 import requests
 
+from tests.conftest import PROJECT_ROOT
 from tests.support.calls import AUDIENCE, ISSUER, make_token
 from tests.support.gateway import GatewayProcess
 from tests.support.jwks_server import JwksServer
@@ -41,12 +43,26 @@ def token_for(name: str, *, ttl_s: int = 3600) -> str:
     return make_token(subject, TENANT, roles, ttl_s=ttl_s)
 
 
+def _client_policies(workdir: Path) -> Path:
+    """The shipped policies with tenant acme's delete limits raised: the client tests delete as
+    one subject, without a conversation id, many times over (the limits: docs/session.md)."""
+    target = workdir / "policies"
+    shutil.copytree(PROJECT_ROOT / "policies", target)
+    tenant = target / "tenants" / TENANT / "data.json"
+    data = json.loads(tenant.read_text())
+    limits = data.setdefault("limits", {})
+    limits.update(deletes_per_conversation=10_000, deletes_per_day=10_000)
+    tenant.write_text(json.dumps(data))
+    return target
+
+
 class ClientGateway:
     """The gateway under gunicorn for client tests. ``env`` adds or overrides settings."""
 
     def __init__(self, *, redis_url: str, jwks_url: str, workdir: Path, workers: int = 1,
                  env: dict[str, str] | None = None) -> None:
         settings = {
+            "TOOLGATE_POLICY_DIR": str(_client_policies(workdir)),
             "TOOLGATE_REDIS_URL": redis_url,
             "TOOLGATE_AUDIT_DSN": str(workdir / "decisions.sqlite"),
             "TOOLGATE_JWT_ALGORITHMS": "RS256",

@@ -177,3 +177,13 @@ def test_decisions_query_iterate_pages_and_get(client_for, fresh):
         agent.query_decisions()
     with pytest.raises(NotFound):
         auditor.get_decision(str(uuid.uuid4()))
+
+
+def test_capabilities_list_what_the_callers_policy_lets_it_use(client_for):
+    """policies/toolgate/capability over the shipped role grants."""
+    agent_tools = client_for("agent").capabilities()
+    assert [(t.name, t.version) for t in agent_tools] == [("createTicket", "1"), ("exportReport", "1"), ("readFile", "1")]
+    [ticket_tool] = [t for t in agent_tools if t.name == "createTicket"]
+    assert ticket_tool.mutating is True and ticket_tool.input_schema["type"] == "object"
+    admin_names = {t.name for t in client_for("admin").capabilities()}
+    assert {"processPayment", "deleteFile"} <= admin_names and "processPayment" not in {t.name for t in agent_tools}

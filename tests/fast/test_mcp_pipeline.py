@@ -29,7 +29,7 @@ def run(deps, tool_input, definition):
 def test_annotations_reach_the_policy_and_the_upstream_schema_validates_a_dynamic_tool(deps, engine) -> None:
     assert run(deps, {"name": "welcome"}, ToolDefinition(SCHEMA, HINTS)).decision == "allow"
     assert engine.inputs[0]["tool"] == {
-        "name": "read_note", "version": "1", "namespace": "", "registered": False, "mutating": True, "risk": "high",
+        "name": "read_note", "version": "1", "namespace": "", "registered": False, "mutating": True, "risk": "high", "output_labels": [],
         "annotations": {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": False, "openWorldHint": True},
     }
     refused = run(deps, {"name": 7, "extra": True}, ToolDefinition(SCHEMA, HINTS))
@@ -57,7 +57,8 @@ def test_may_is_allow_or_user_approval_and_anything_else_is_may_not() -> None:
     got = capabilities.evaluate(engine, Subject(id="u", tenant="t", roles=("r",)), tools)
     assert [c.may for c in got] == [True, True, False]
     assert engine.inputs[0] == {"subject": {"id": "u", "tenant": "t", "roles": ["r"]},
-                                "tool": {"name": "a", "version": "1", "namespace": "", "registered": False, "mutating": True, "risk": "high"}}
+                                "tool": {"name": "a", "version": "1", "namespace": "", "registered": False, "mutating": True, "risk": "high",
+                                         "output_labels": []}}
 
 
 def test_a_normalized_invalid_result_is_may_not() -> None:

@@ -44,12 +44,17 @@ def test_an_allowed_read_is_answered_and_recorded(deps, engine) -> None:
     assert isinstance(progress.stage, Decided) and progress.recorded
     policy_input = engine.inputs[0]
     assert policy_input["subject"] == {"id": "u-1", "tenant": "acme", "roles": ["admin"]}
-    assert policy_input["tool"] == {"name": "readFile", "version": "1", "namespace": "", "registered": True, "mutating": False, "risk": "low"}
+    assert policy_input["tool"] == {
+        "name": "readFile", "version": "1", "namespace": "", "registered": True, "mutating": False, "risk": "low",
+        "output_labels": ["untrusted_content"],
+    }
     [record] = fakes.records(deps)
     assert record.decision_id == progress.stage.call.decision_id == response.decision_id
     assert record.event == "decide" and record.decision == "allow" and record.tool == "readFile"
     assert record.input == READ["input"] and record.input_fingerprint == progress.stage.fingerprint
-    assert set(record.durations_ms) == {"auth", "validate", "idempotency", "grant", "policy", "approval", "reserve"}
+    assert set(record.durations_ms) == {
+        "auth", "validate", "idempotency", "grant", "session", "policy", "limits", "approval", "reserve", "note",
+    }
 
 
 def test_a_mutating_call_reserves_its_key_and_a_retry_replays(deps, engine) -> None:

@@ -207,6 +207,27 @@ async def test_requests_without_a_valid_bearer_token_are_refused(gateway: Gatewa
             assert response.json()["error"]["code"] == "UNAUTHENTICATED"
 
 
+async def test_a_body_that_is_not_strict_json_is_a_parse_error_that_echoes_nothing(gateway: Gateway) -> None:
+    """As on the HTTP API: the SDK would take the last of two equal keys, so that what a client
+    sees it send and what is decided could differ."""
+    call = '{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {%s}}'
+    bodies = [
+        call % '"name": "transfer", "arguments": {"amount": 500, "amount": 5, "to": "bob"}',
+        call % '"name": "read_note", "name": "transfer", "arguments": {"to": "bob"}',
+        call % '"name": "transfer", "arguments": {"amount": NaN, "to": "bob"}',
+        call % '"name": "transfer", "arguments": {"amount": 50.000000000000001, "to": "bob"}',
+    ]
+    headers = {"Authorization": f"Bearer {gateway.token('u-1', 'agent')}", "Content-Type": "application/json",
+               "Accept": "application/json, text/event-stream"}
+    async with httpx2.AsyncClient() as http:
+        for body in bodies:
+            response = await http.post(gateway.url, content=body.encode(), headers=headers)
+            assert response.status_code == 400, response.text
+            assert response.json()["id"] is None and response.json()["error"]["code"] == -32700
+            assert "bob" not in response.text and "transfer" not in response.text
+    assert gateway.records() == [] and gateway.executions() == []
+
+
 async def test_an_unknown_tool_is_an_invalid_params_error(gateway: Gateway) -> None:
     async with gateway.client(gateway.token("u-1", "agent")) as client:
         with pytest.raises(MCPError) as unknown:

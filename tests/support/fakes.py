@@ -33,6 +33,7 @@ from app.errors import DependencyUnavailable
 from app.idempotency.store import IdempotencyStore
 from app.models import PolicyDecision
 from app.redis_client import RedisConnection
+from app.session.store import SessionStore
 from app.settings import Settings
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -132,6 +133,7 @@ def deps(config: Settings, engine: ScriptedEngine | None = None, capability_engi
         redis=redis,
         idempotency=IdempotencyStore.from_settings(redis, config),
         approvals=ApprovalService.from_settings(redis, config),
+        sessions=SessionStore(redis, config),
         decision_log=log,
         decision_reader=log.store,
         recorder=Recorder(log, key_hash_secret=config.audit_key_hash_secret.get_secret_value()),

@@ -5,7 +5,7 @@ Layers, highest first; a module may import from its own layer and the layers bel
     entry     app (create_app), app.wsgi, app.cli, app.replay, app.settings_doc, app.web.*, app.mcp.*, app.console.*,
               app.*.commands
     decide    app.decide.*                      the pipeline and the other recorded calls
-    adapters  auth, contracts, engine, policy, idempotency, approvals, audit, receipts, redis_client, tracing, proxy
+    adapters  auth, contracts, engine, policy, idempotency, approvals, audit, receipts, session, redis_client, tracing, proxy
     base      errors, settings, models, vocabulary, timefmt, jwa, bodies, fingerprint, metrics, logs, about, terminal
 
 Import cycles among app modules are refused whatever their layers (function-level imports
@@ -22,7 +22,7 @@ LAYERS = ("entry", "decide", "adapters", "base")
 _BASE = {"errors", "settings", "models", "vocabulary", "timefmt", "jwa", "bodies", "fingerprint", "metrics", "logs",
          "about", "terminal"}
 _ADAPTERS = {"auth", "contracts", "engine", "policy", "idempotency", "approvals", "audit",
-             "receipts", "redis_client", "tracing", "proxy"}
+             "receipts", "session", "redis_client", "tracing", "proxy"}
 
 
 def layer_of(module: str) -> str:

@@ -203,3 +203,26 @@ def test_the_proxy_waits_longer_than_the_longest_approval_long_poll():
         text = render(Settings(approval_max_wait_s=max_wait), ProxyPaths(Path("/tmp")))
         [line] = [line for line in text.splitlines() if "proxy_read_timeout" in line]
         assert int(line.split()[1].rstrip("s;")) > max_wait + 10
+
+
+def test_the_production_stacks_sign_checkpoints_and_receipts():
+    """Without the keys a production gateway writes no checkpoints and gives no receipts."""
+    gateway = _compose()["services"]["gateway"]
+    env = gateway["environment"]
+    secrets = _compose()["secrets"]
+    assert env["TOOLGATE_CHECKPOINT_KEY_FILES"] == "/run/secrets/checkpoint-key" and "checkpoint-key" in gateway["secrets"]
+    assert env["TOOLGATE_RECEIPT_KEY_FILES"] == "/run/secrets/receipt-key" and "receipt-key" in gateway["secrets"]
+    assert set(secrets) == {"checkpoint-key", "receipt-key"}
+    checkpoint_volume = env["TOOLGATE_CHECKPOINT_FILE"].rsplit("/", 1)[0]
+    assert any(v.endswith(":" + checkpoint_volume) for v in gateway["volumes"])  # not the database's volume
+    assert not env["TOOLGATE_CHECKPOINT_FILE"].startswith(env["TOOLGATE_AUDIT_DSN"].rsplit("/", 1)[0])
+    docs = list(yaml.safe_load_all((PROJECT_ROOT / "deploy" / "kubernetes.yaml").read_text()))
+    pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    [container] = [c for c in pod["containers"] if c["name"] == "gateway"]
+    k8s_env = {e["name"]: e.get("value") for e in container["env"]}
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    for name in ("TOOLGATE_CHECKPOINT_KEY_FILES", "TOOLGATE_RECEIPT_KEY_FILES"):
+        folder = k8s_env[name].rsplit("/", 1)[0]
+        assert volumes[mounts[folder]]["secret"]["secretName"] == "toolgate-signing-keys"
+    assert k8s_env["TOOLGATE_CHECKPOINT_REDIS_STREAM"]

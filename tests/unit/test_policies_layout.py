@@ -68,7 +68,7 @@ def test_the_shipped_families_each_with_a_test_file():
 
 
 def test_entry_point_has_metadata():
-    meta = _metadata_before((POLICY_DIR / "toolgate" / "decision.rego").read_text(encoding="utf-8"), r"default decision :=")
+    meta = _metadata_before((POLICY_DIR / "toolgate" / "decision.rego").read_text(encoding="utf-8"), r"decision := _decision if not")
     assert meta["entrypoint"] is True and meta["scope"] == "document"
     assert meta["title"] and "matched_rules" in meta["description"]
 
@@ -84,6 +84,11 @@ def test_family_metadata_matches_its_rules(path, engine):
     except OpaUndefinedError:
         roles = "default"
     assert meta["custom"]["approver_roles"] == roles
+    try:
+        log_only = engine.eval_document(f"tools.{family}.log_only")
+    except OpaUndefinedError:
+        log_only = False
+    assert meta["custom"].get("log_only", False) is log_only
 
 
 def test_families_use_the_library_and_no_copied_helpers():
@@ -105,4 +110,4 @@ def test_tenant_overlays_load_at_their_tenant(engine):
         assert isinstance(overlay, dict) and set(overlay) <= TENANT_KEYS, path
         assert engine.eval_document("tenants")[path.parent.name] == overlay
     root = json.loads((POLICY_DIR / "data.json").read_text(encoding="utf-8"))
-    assert set(root) == {"roles", "approvals"}
+    assert set(root) == {"roles", "approvals", "rate_limits"}

@@ -40,6 +40,9 @@ FUNCTIONS = {
     "identifier_key": 1, "known_counterparty": 2, "counterparty_lookalike": 2, "known_contact": 1,
     "ascii_printable": 1, "skeleton": 1, "has_confusable": 1, "lookalike": 2, "scripts_of": 1,
     "mixed_script": 1, "safe_identifier": 1,
+    "session_calls_in_session": 2, "session_calls": 3, "session_denied": 3, "session_amount": 4,
+    "session_counterparties": 2, "session_labelled": 1, "trusted_counterparty": 1, "read_before": 1,
+    "approved_before": 1, "count_limit": 4, "budget_limit": 5,
 }
 
 INPUT = {
@@ -47,6 +50,13 @@ INPUT = {
     "tool": {"name": "send_money", "version": "1", "namespace": "", "registered": True, "mutating": True, "risk": "high"},
     "call": {"id": "c", "input": {"recipient": "GB29NWBK60161331926819", "amount": 1}},
     "history": {"tools": {"send_money": 1}},
+    "session": {
+        "windows": {"1m": 60, "24h": 86400},
+        "conversation": {"calls": {"24h": {"send_money": 1}}, "labels": ["private_data"], "trusted_counterparties": ["x"],
+                         "resources": {"read": ["/srv"], "written": []}, "approved_tools": [], "counterparties": {"24h": ["x"]},
+                         "amounts": {"24h": {"send_money": {"/amount": 1}}}},
+        "subject": {"calls": {"24h": {"send_money": 2}}},
+    },
 }
 
 

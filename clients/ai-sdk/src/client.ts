@@ -148,6 +148,11 @@ export class ToolgateClient {
     return asToolList(await this.call('GET', '/v1/tools', {}));
   }
 
+  /** `GET /v1/capabilities`: the registered contracts the caller's policy lets it use at all. */
+  async listCapabilities(): Promise<ToolContract[]> {
+    return asToolList(await this.call('GET', '/v1/capabilities', {}));
+  }
+
   private async bearer(): Promise<string> {
     return typeof this.token === 'function' ? await this.token() : this.token;
   }

@@ -175,6 +175,19 @@ export class Toolgate {
     }
   };
 
+  /**
+   * The members of `tools` the caller may use at all (`GET /v1/capabilities`, version `1` unless
+   * `versions` names another): hand these to the model, so that it is not offered a tool every
+   * call of which would be denied. Each call is still decided in full. Throws like the client
+   * when the gateway cannot answer (fail closed: offer nothing then).
+   */
+  async usableTools<TOOLS extends Record<string, Tool<any, any, any>>>(tools: TOOLS): Promise<Partial<TOOLS>> {
+    const usable = new Set((await this.client.listCapabilities()).map(t => `${t.name}@${t.version}`));
+    return Object.fromEntries(
+      Object.entries(tools).filter(([name]) => usable.has(`${name}@${this.options.versions?.[name] ?? '1'}`)),
+    ) as Partial<TOOLS>;
+  }
+
   /** `tools` with every `execute` guarded (tools without one are kept as they are). */
   guardTools<TOOLS extends Record<string, Tool<any, any, any>>>(tools: TOOLS): TOOLS {
     return Object.fromEntries(

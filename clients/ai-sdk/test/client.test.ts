@@ -124,6 +124,24 @@ describe('guarded execute reports outcomes', () => {
   });
 });
 
+describe('capabilities', () => {
+  test('usableTools keeps the tools the caller may use at all', async () => {
+    const noop = (schema: z.ZodTypeAny) => tool({ inputSchema: schema, execute: async () => 'ok' });
+    const tools = {
+      readFile: noop(z.object({ path: z.string() })),
+      processPayment: noop(z.object({ amount: z.number() })),
+      deleteFile: noop(z.object({ path: z.string() })),
+    };
+    const agent = await createToolgate({ baseUrl: gateway.url, token: gateway.tokens.agent }).usableTools(tools);
+    assert.deepEqual(Object.keys(agent), ['readFile']);
+    const admin = await createToolgate({ baseUrl: gateway.url, token: gateway.tokens.admin }).usableTools(tools);
+    assert.deepEqual(Object.keys(admin).sort(), ['deleteFile', 'processPayment', 'readFile']);
+    const other = await createToolgate({ baseUrl: gateway.url, token: gateway.tokens.admin, versions: { readFile: '9' } })
+      .usableTools(tools);
+    assert.ok(!('readFile' in other));
+  });
+});
+
 describe('quick-start example', () => {
   test('examples/payment-agent.js pays once after the approval', async () => {
     const script = fileURLToPath(new URL('../examples/payment-agent.js', import.meta.url));

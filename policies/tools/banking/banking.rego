@@ -9,7 +9,9 @@
 #   - send_money / schedule_transaction: allow to a known recipient up to the limit; an
 #     unknown recipient or a larger amount needs the account holder's approval (benign tasks
 #     pay IBANs read from a bill, so unknown is not deny); an amount <= 0 is denied; a
-#     recipient that imitates a known one with lookalike characters is denied.
+#     recipient that imitates a known one with lookalike characters is denied. A recipient
+#     named by a trusted tool result of the conversation counts as known; a transfer in a
+#     conversation with untrusted content and private data needs approval (docs/session.md).
 #   - update_scheduled_transaction: a new recipient that is not known or a new amount above
 #     the limit needs approval; an amount <= 0 or a lookalike recipient is denied; anything
 #     else is allowed.
@@ -116,6 +118,14 @@ recipient_known if recipient_key in lib.tenant.counterparties.payees
 
 recipient_known if recipient_key in lib.tenant.counterparties.own_accounts
 
+# Or a recipient that a trusted tool result named in this conversation (docs/session.md:
+# e.g. get_scheduled_transactions; never one from untrusted content such as a transaction's
+# subject or a file).
+recipient_known if {
+	some named in input.session.conversation.trusted_counterparties
+	lib.identifier_key(named) == recipient_key
+}
+
 # A recipient that is not ASCII but reads as a known payee or own account.
 recipient_lookalike if {
 	not recipient_key
@@ -208,4 +218,16 @@ approval_required contains {
 	"message": "password change needs the account holder's confirmation",
 } if {
 	input.tool.name == "update_password"
+}
+
+# --- the rule of two (docs/session.md) -------------------------------------------------------
+
+# Money going out of a conversation that holds untrusted content and private data: the
+# untrusted text may be steering the agent, so the account holder confirms.
+approval_required contains {
+	"rule": "rule_of_two",
+	"message": "untrusted content, private data and an outgoing transfer in one conversation",
+} if {
+	input.tool.name in {"send_money", "schedule_transaction", "update_scheduled_transaction"}
+	lib.rule_of_two
 }

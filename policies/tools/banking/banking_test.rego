@@ -239,6 +239,42 @@ test_counterparties_in_tenant_data_are_in_identifier_form if {
 	fixtures.same(data.toolgate.lib.counterparty_problems, set())
 }
 
+# --- session: provenance, the rule of two, rate limits (docs/session.md) ----------------------
+
+external(doc) := fixtures.with_tool(doc, {"output_labels": ["external_comms"]})
+
+new_iban := "FR7630006000011234567890189"
+
+test_a_recipient_named_by_a_trusted_result_is_known if {
+	trusted := fixtures.with_session(external(send(new_iban, 50)), {"labels": ["private_data"], "trusted_counterparties": ["fr76 3000 6000 0112 3456 7890 189"]})
+	fixtures.expect(trusted, {"decision": "allow"})
+	fixtures.expect(external(send(new_iban, 50)), {"decision": "user-approval", "reasons": ["recipient is not a known payee"]})
+	elsewhere := fixtures.with_session(external(send(new_iban, 50)), {"trusted_counterparties": []})
+	fixtures.expect(elsewhere, {"decision": "user-approval"})
+}
+
+test_a_lookalike_of_a_trusted_counterparty_is_not_known if {
+	trusted := fixtures.with_session(external(send("FR76З0006000011234567890189", 50)), {"trusted_counterparties": [new_iban]})
+	fixtures.expect(trusted, {"decision": "user-approval"})
+}
+
+test_the_rule_of_two_asks_even_for_a_known_payee if {
+	both := fixtures.with_session(external(send(known_iban, 50)), {"labels": ["private_data", "untrusted_content"]})
+	fixtures.expect(both, {
+		"decision": "user-approval",
+		"reasons": ["untrusted content, private data and an outgoing transfer in one conversation"],
+	})
+	fixtures.expect(confirmed(both), {"decision": "allow"})
+	fixtures.expect(fixtures.with_session(external(send(known_iban, 50)), {"labels": ["private_data"]}), {"decision": "allow"})
+	fixtures.expect(fixtures.with_session(send(known_iban, 50), {"labels": ["private_data", "untrusted_content"]}), {"decision": "allow"})
+}
+
+test_transfers_carry_the_rate_limit_of_policy_data if {
+	fixtures.expect(send(known_iban, 50), {"rate_limits": {"data.tool.send_money"}})
+	fixtures.expect(send(known_iban, -1), {"decision": "deny", "rate_limits": {"data.tool.send_money"}})
+	fixtures.expect(call("get_balance", {}), {"rate_limits": set()})
+}
+
 test_the_account_holder_may_confirm_her_own_transfer if {
 	d := fixtures.decide(send("UK12345678901234567890", 98.7))
 	d.decision == "user-approval"

@@ -8,7 +8,9 @@
 #     delete root (delete_roots) and must not be, nor be a parent of, a protected path (the
 #     roots themselves, system_paths, secret_paths, the kernel pseudo-filesystems), so "/",
 #     "/etc", "/root", "/run" and "/var/run" are never deleted. A second delete in one
-#     conversation (input.history) needs approval.
+#     conversation (input.session; limits.deletes_per_conversation) needs approval; the
+#     unapproved deletes per conversation and limits.deletes_per_day (20) per subject a day are
+#     limits the gateway reserves atomically (docs/session.md).
 #   - Both: the path must be absolute, free of ".." segments, control characters and
 #     backslashes, and must not be at or under a secret path or /proc, /sys, /dev, nor name a
 #     secret file (secret_names, secret_extensions). Deny-lists ignore case.
@@ -218,15 +220,31 @@ deny contains {
 	not under_delete_root
 }
 
-# An example of a rule over trusted history: one delete per conversation without a human
-# (input.history counts this subject's allowed calls in the caller's conversation; a call
-# without a conversation id has no history, so this is no limit across conversations).
+# One delete per conversation without a human (docs/session.md; a tenant may allow more with
+# limits.deletes_per_conversation). The session counts this subject's executed deletes in the
+# call's conversation (calls without a conversation id share one "no conversation"), so the
+# next delete asks for approval; and since concurrent deletes read the same session, the
+# unapproved deletes of a conversation are also a limit the gateway reserves atomically: of
+# two at once, one is allowed and the other denied.
+deletes_per_conversation := lib.tenant_limit("deletes_per_conversation", 1)
+
 approval_required contains {
 	"rule": "second_delete_in_conversation",
 	"message": "a second file deletion in one conversation needs approval",
 } if {
 	input.tool.name == "deleteFile"
-	lib.conversation_calls("deleteFile") >= 1
+	lib.session_calls_in_session("conversation", "deleteFile") >= deletes_per_conversation
+}
+
+limits contains lib.count_limit("files.delete_per_conversation", "conversation", 86400, deletes_per_conversation) if {
+	input.tool.name == "deleteFile"
+	not input.approval.approved == true
+}
+
+# At most limits.deletes_per_day (default 20) deletes a day per subject, whatever the
+# conversation ids: a new or absent id does not reset it.
+limits contains lib.count_limit("files.deletes_per_day", "subject", 86400, lib.tenant_limit("deletes_per_day", 20)) if {
+	input.tool.name == "deleteFile"
 }
 
 allow contains {"rule": "delete_under_root", "message": "a deletable path under a delete root"} if {

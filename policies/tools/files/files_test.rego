@@ -233,20 +233,55 @@ test_delete_path_checks_apply if {
 	fixtures.expect(delete(fixtures.admin, "/tmp\\x"), {"reasons": ["path must not contain backslashes"]})
 }
 
-# One delete per conversation without a human (input.history).
+# One delete per conversation without a human (input.session).
 test_second_delete_in_a_conversation_needs_approval if {
-	doc := fixtures.with_history(delete(fixtures.admin, "/tmp/y"), {"deleteFile": 1, "readFile": 3})
+	doc := fixtures.with_session(delete(fixtures.admin, "/tmp/y"), {"calls": {"24h": {"deleteFile": 1, "readFile": 3}}})
 	fixtures.expect(doc, {
 		"decision": "user-approval",
 		"reasons": ["a second file deletion in one conversation needs approval"],
 		"rules": {"files.second_delete_in_conversation", "files.delete_under_root"},
 	})
 	fixtures.expect(fixtures.approved(doc, "u-9", ["approver"]), {"decision": "allow"})
-	fixtures.expect(fixtures.with_history(delete(fixtures.admin, "/tmp/y"), {"readFile": 3}), {"decision": "allow"})
+	fixtures.expect(fixtures.with_session(delete(fixtures.admin, "/tmp/y"), {"calls": {"24h": {"readFile": 3}}}), {"decision": "allow"})
 }
 
-test_history_does_not_limit_reads if {
-	fixtures.expect(fixtures.with_history(read(fixtures.agent, "/srv/a"), {"deleteFile": 5, "readFile": 50}), {"decision": "allow"})
+# input.history is the caller's conversation only (empty without a conversation id): the rule
+# reads the session, so a forged or empty history changes nothing.
+test_history_is_not_what_counts if {
+	fixtures.expect(fixtures.with_history(delete(fixtures.admin, "/tmp/y"), {"deleteFile": 3}), {"decision": "allow"})
+}
+
+test_the_session_does_not_limit_reads if {
+	doc := fixtures.with_session(read(fixtures.agent, "/srv/a"), {"calls": {"24h": {"deleteFile": 5, "readFile": 50}}})
+	fixtures.expect(doc, {"decision": "allow", "limits": set()})
+}
+
+# The gateway reserves them atomically (docs/session.md): the first unapproved delete of a
+# conversation, and the subject's deletes of the day.
+test_a_delete_carries_its_limits if {
+	fixtures.expect(delete(fixtures.admin, "/tmp/y"), {
+		"decision": "allow",
+		"limits": {"files.delete_per_conversation", "files.deletes_per_day"},
+	})
+	d := fixtures.decide(delete(fixtures.admin, "/tmp/y"))
+	fixtures.same(d.limits, [
+		{"id": "files.delete_per_conversation", "scope": "conversation", "window_s": 86400, "max": 1},
+		{"id": "files.deletes_per_day", "scope": "subject", "window_s": 86400, "max": 20},
+	])
+}
+
+test_an_approved_delete_is_limited_per_day_only if {
+	doc := fixtures.approved(fixtures.with_session(delete(fixtures.admin, "/tmp/y"), {"calls": {"24h": {"deleteFile": 1}}}), "u-9", ["approver"])
+	fixtures.expect(doc, {"decision": "allow", "limits": {"files.deletes_per_day"}})
+}
+
+test_a_denied_delete_reserves_nothing if {
+	fixtures.expect(delete(fixtures.admin, "/etc/shadow"), {"decision": "deny", "limits": set()})
+}
+
+test_a_tenant_sets_its_daily_deletes if {
+	d := fixtures.decide(delete(fixtures.admin, "/tmp/y")) with data.tenants.acme.limits.deletes_per_day as 3
+	fixtures.same(d.limits[1].max, 3)
 }
 
 # --- the family's settings -------------------------------------------------------------------

@@ -5,7 +5,9 @@
 #   processPayment in data.roles pay (admin). A payment above the approval amount
 #   (default_approval_amount, per tenant limits.payment_approval_amount) needs approval; one
 #   above the quorum amount (default_quorum_amount, limits.payment_quorum_amount) needs two
-#   distinct approvers (approval_rules.quorum).
+#   distinct approvers (approval_rules.quorum). A subject pays at most
+#   limits.daily_payment_budget (default 50000) a day: a budget the gateway reserves atomically
+#   when it allows a payment and gives back when the payment fails (docs/session.md).
 # custom:
 #   governs:
 #     processPayment:
@@ -68,4 +70,14 @@ allow contains {
 } if {
 	amount_positive
 	amount <= approval_amount
+}
+
+# The daily budget: at most this much a day per subject, unless the tenant sets
+# limits.daily_payment_budget.
+default_daily_budget := 50000
+
+daily_budget := lib.tenant_limit("daily_payment_budget", default_daily_budget)
+
+limits contains lib.budget_limit("payments.daily_budget", "subject", 86400, daily_budget, "/amount") if {
+	amount_positive
 }

@@ -89,6 +89,24 @@ test_other_versions_are_not_governed if {
 	fixtures.expect(fixtures.with_tool(payment(10), {"version": "2"}), {"rules": {"toolgate.no_family"}})
 }
 
+# --- the daily budget (docs/session.md) ------------------------------------------------------
+
+test_an_allowed_payment_reserves_its_amount_under_the_daily_budget if {
+	d := fixtures.decide(payment(250))
+	fixtures.same(d.decision, "allow")
+	fixtures.same(d.limits, [{"id": "payments.daily_budget", "scope": "subject", "window_s": 86400, "max": 50000, "amount_field": "/amount"}])
+}
+
+test_a_tenant_sets_its_own_daily_budget if {
+	d := fixtures.decide(payment(250)) with data.tenants.acme.limits.daily_payment_budget as 500
+	fixtures.same(d.limits[0].max, 500)
+}
+
+test_a_payment_that_needs_approval_reserves_nothing_until_approved if {
+	fixtures.expect(payment(5000), {"decision": "user-approval", "limits": set()})
+	fixtures.expect(fixtures.approved(payment(5000), "u-9", ["approver"]), {"decision": "allow", "limits": {"payments.daily_budget"}})
+}
+
 test_a_payment_over_the_quorum_amount_needs_two_approvers if {
 	d := fixtures.decide(payment(20000))
 	d.decision == "user-approval"

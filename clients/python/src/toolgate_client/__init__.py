@@ -40,6 +40,7 @@ from toolgate_client.models import (
     DecisionRecord,
     ExecutionReport,
     IdempotencyInfo,
+    ToolDescription,
     ToolRef,
 )
 from toolgate_client.retry import RetryEvent, RetryPolicy
@@ -74,6 +75,7 @@ __all__ = [
     "RetryableToolError",
     "ToolCall",
     "ToolCallDenied",
+    "ToolDescription",
     "ToolRef",
     "ToolgateClient",
     "ToolgateClientError",

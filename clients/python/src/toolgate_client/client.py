@@ -35,6 +35,8 @@ from toolgate_client.models import (
     DecisionPage,
     DecisionRecord,
     ExecutionReport,
+    ToolDescription,
+    ToolList,
     parse,
 )
 from toolgate_client.retry import Deadline, RetryEvent, RetryPolicy
@@ -129,6 +131,14 @@ class ToolgateClient:
         if reservation_token is not None:
             body["reservation_token"] = reservation_token
         return parse(ExecutionReport, self.transport.call("POST", _execution_path(key, "fail"), body=body, retry=retry))
+
+    # tools -----------------------------------------------------------------------------------
+
+    def capabilities(self, *, retry: RetryPolicy | None = None) -> list[ToolDescription]:
+        """``GET /v1/capabilities``: the registered tools the caller's policy lets it use at
+        all (offer only these to a model), sorted by name then version. A call is still
+        decided in full by ``decide``."""
+        return parse(ToolList, self.transport.call("GET", "/v1/capabilities", retry=retry)).tools
 
     # approvals -----------------------------------------------------------------------------
 

@@ -25,6 +25,21 @@ class ToolRef(_View):
     version: str
 
 
+class ToolDescription(_View):
+    """A registered tool as ``GET /v1/tools`` and ``GET /v1/capabilities`` describe it."""
+
+    name: str
+    version: str
+    mutating: bool
+    description: str = ""
+    input_schema: dict[str, Any] = {}
+
+
+class ToolList(_View):
+    tools: list[ToolDescription]
+    request_id: str
+
+
 class ApprovalInfo(_View):
     """The pending approval a ``user-approval`` decision opened."""
 
