@@ -5,8 +5,8 @@ reservation; the others get 409 CONFLICT (retryable) or, once completed, the rep
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterator
 
 import pytest
 import requests
@@ -60,7 +60,7 @@ def test_50_threads_in_one_process_one_reservation_20_times(make_app, callers):
     for _ in range(ROUNDS):
         tool_input = ticket_input()
 
-        def call() -> tuple[int, dict]:
+        def call(tool_input: dict = tool_input) -> tuple[int, dict]:
             resp = decide(app.test_client(), "createTicket", tool_input)
             return resp.status_code, resp.get_json()
 
@@ -94,7 +94,7 @@ def test_50_clients_through_gunicorn_with_2_workers_one_reservation_20_times(gat
     for _ in range(ROUNDS):
         body = decide_body("createTicket", ticket_input())
 
-        def call() -> tuple[int, dict]:
+        def call(body: dict = body) -> tuple[int, dict]:
             resp = requests.post(f"{gateway.url}/v1/decide", json=body, headers=headers, timeout=30)
             return resp.status_code, resp.json()
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import itertools
 import sqlite3
 
 import psycopg
 import pytest
 
+from app.audit.chain import verify_chains
 from app.audit.records import GENESIS_HASH, AuditEvent, AuditRecord
 from app.audit.stores import open_decision_log
-from app.audit.chain import verify_chains
 from tests.support.postgres import audit_dsn  # noqa: F401  (fixture)
 
 SECRET = b"c" * 32
@@ -40,7 +41,7 @@ def raw_sql(dsn: str, *statements: tuple[str, tuple]) -> None:
 
 
 def append(store, n: int, tenant: str = "acme", *, days_ago: float = 0, **fields) -> list[AuditRecord]:
-    when = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=days_ago)
+    when = dt.datetime.now(dt.UTC) - dt.timedelta(days=days_ago)
     return [
         store.append(
             AuditEvent(
@@ -58,7 +59,7 @@ def test_a_fresh_chain_links_every_record_and_verifies(store):
     acme = [r for r in records if r.tenant == "acme"]
     assert [r.seq for r in acme] == [1, 2, 3, 4, 5, 6]
     assert acme[0].prev_hash == GENESIS_HASH
-    assert all(b.prev_hash == a.hash for a, b in zip(acme, acme[1:]))
+    assert all(b.prev_hash == a.hash for a, b in itertools.pairwise(acme))
     report = verify_chains(store, SECRET)
     assert (report.ok, report.tenants, report.records) == (True, 2, 9)
     head = store.chain_head("acme")
@@ -141,7 +142,7 @@ def test_purge_leaves_a_signed_checkpoint_and_a_verifiable_chain(store):
     old = append(store, 5, days_ago=40)
     recent = append(store, 3)
     append(store, 2, "globex", days_ago=1)
-    before = dt.datetime.now(dt.timezone.utc) - dt.timedelta(days=30)
+    before = dt.datetime.now(dt.UTC) - dt.timedelta(days=30)
     checkpoints = store.purge(before, checkpoint_secret=SECRET, batch_size=2)
     assert [(c.tenant, c.seq, c.hash, c.decision_id) for c in checkpoints] == [
         ("acme", 5, old[-1].hash, old[-1].decision_id)
@@ -156,7 +157,7 @@ def test_purge_leaves_a_signed_checkpoint_and_a_verifiable_chain(store):
 
 def test_purging_everything_keeps_the_chain_verifiable(store):
     records = append(store, 4, days_ago=10)
-    store.purge(dt.datetime.now(dt.timezone.utc), checkpoint_secret=SECRET)
+    store.purge(dt.datetime.now(dt.UTC), checkpoint_secret=SECRET)
     assert store.chain_head("acme").seq == 4 and store.checkpoint("acme").hash == records[-1].hash
     report = verify_chains(store, SECRET)
     assert report.ok and report.records == 0

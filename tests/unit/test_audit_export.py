@@ -7,13 +7,13 @@ import csv
 import io
 import json
 import tracemalloc
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
-from app.audit.records import AuditEvent, AuditRecord
 from app.audit.chain import seal
 from app.audit.export import COLUMNS, write_csv, write_jsonl, write_records, write_table
+from app.audit.records import AuditEvent, AuditRecord
 
 
 def record(i: int = 0, **fields) -> AuditRecord:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from app.audit.records import AuditEvent
 from app.audit.chain import canonical_members, verify_chains
 from app.audit.dialects.sqlite import SqliteDecisionStore, _Pending
+from app.audit.records import AuditEvent
 from app.errors import DependencyUnavailable
 
 

@@ -9,14 +9,14 @@ import multiprocessing
 
 import pytest
 
+from app.audit.chain import verify_chains
 from app.audit.queries import DecisionQuery, decode_cursor, encode_cursor
 from app.audit.records import AuditEvent, hash_idempotency_key
 from app.audit.stores import open_decision_log
-from app.audit.chain import verify_chains
 from app.errors import ValidationFailed
 from tests.support.postgres import audit_dsn  # noqa: F401  (fixture)
 
-NOW = dt.datetime.now(dt.timezone.utc)
+NOW = dt.datetime.now(dt.UTC)
 
 
 @pytest.fixture
@@ -41,7 +41,7 @@ def test_every_field_round_trips(store):
             input={"nested": {"list": [1, 2.5, None, True, "\u0000"]}, "big": 2**53 - 1, "float": 0.1},
             redacted_paths=("/password",), idempotency_key_hash=hash_idempotency_key("s", "k"), replayed=True,
             approval_id="ap-1", approver_id="u-2", error_code=None, durations_ms={"auth": 0.25, "policy": 1.5},
-            time=dt.datetime(2025, 3, 1, 12, 0, 0, 123456, tzinfo=dt.timezone.utc),
+            time=dt.datetime(2025, 3, 1, 12, 0, 0, 123456, tzinfo=dt.UTC),
         )
     )
     read = store.get(written.decision_id)
@@ -64,23 +64,23 @@ def test_opening_again_finds_the_current_schema(store, audit_dsn):  # noqa: F811
 def _corpus(store) -> list:
     """Records varying every filterable field, oldest first."""
     specs = [
-        dict(tenant="acme", subject_id="alice", tool="readFile", decision="allow"),
-        dict(tenant="acme", subject_id="bob", tool="deleteFile", decision="deny", reasons=("nope",)),
-        dict(tenant="acme", subject_id="alice", tool="processPayment", decision="user-approval", approval_id="ap-7"),
-        dict(tenant="acme", subject_id="alice", tool="readFile", decision=None, error_code="VALIDATION_ERROR"),
-        dict(tenant="acme", subject_id="carol", tool="processPayment", decision="allow", event="approval_answer",
-             approval_id="ap-7", approver_id="carol"),
-        dict(tenant="acme", subject_id="bob", tool="createTicket", decision="allow",
-             idempotency_key_hash=hash_idempotency_key("s", "key-1"), request_id="req-special"),
-        dict(tenant="globex", subject_id="alice", tool="readFile", decision="allow"),
+        {"tenant": "acme", "subject_id": "alice", "tool": "readFile", "decision": "allow"},
+        {"tenant": "acme", "subject_id": "bob", "tool": "deleteFile", "decision": "deny", "reasons": ("nope",)},
+        {"tenant": "acme", "subject_id": "alice", "tool": "processPayment", "decision": "user-approval", "approval_id": "ap-7"},
+        {"tenant": "acme", "subject_id": "alice", "tool": "readFile", "decision": None, "error_code": "VALIDATION_ERROR"},
+        {"tenant": "acme", "subject_id": "carol", "tool": "processPayment", "decision": "allow", "event": "approval_answer",
+             "approval_id": "ap-7", "approver_id": "carol"},
+        {"tenant": "acme", "subject_id": "bob", "tool": "createTicket", "decision": "allow",
+             "idempotency_key_hash": hash_idempotency_key("s", "key-1"), "request_id": "req-special"},
+        {"tenant": "globex", "subject_id": "alice", "tool": "readFile", "decision": "allow"},
     ]
-    start = dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)
+    start = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
     return [store.append(event(time=start + dt.timedelta(hours=i), **spec)) for i, spec in enumerate(specs)]
 
 
 def test_each_filter_selects_exactly_its_records(store):
     records = _corpus(store)
-    hour = lambda i: dt.datetime(2025, 1, 1, i, tzinfo=dt.timezone.utc)  # noqa: E731
+    hour = lambda i: dt.datetime(2025, 1, 1, i, tzinfo=dt.UTC)  # noqa: E731
     cases = {
         "tenant": (DecisionQuery(tenant="globex"), lambda r: r.tenant == "globex"),
         "subject": (DecisionQuery(tenant="acme", subject_id="alice"), lambda r: r.tenant == "acme" and r.subject_id == "alice"),
@@ -142,7 +142,7 @@ def test_iter_records_reads_oldest_first_across_batches(store):
 
 
 def test_subject_history_counts_allowed_calls_per_tool(store):
-    allowed = dict(subject_id="alice", conversation_id="c-1", decision="allow")
+    allowed = {"subject_id": "alice", "conversation_id": "c-1", "decision": "allow"}
     for tool in ("send_money", "send_money", "get_balance"):
         store.append(event(tool=tool, **allowed))
     store.append(event(tool="send_money", **{**allowed, "decision": "deny"}))

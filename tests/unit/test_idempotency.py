@@ -8,16 +8,17 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, replace
+from typing import Any
 
 import pytest
 from redis.crc import key_slot
 
 from app.contracts.builtin import BUILTIN_CONTRACTS
-from app.errors import Conflict, DependencyUnavailable, NotFound, ValidationFailed
-from app.fingerprint import fingerprint
 from app.decide import reservations
 from app.decide.stages import DecideCall, Parsed, Validated
 from app.decide.validation import validate
+from app.errors import Conflict, DependencyUnavailable, NotFound, ValidationFailed
+from app.fingerprint import fingerprint
 from app.idempotency.keys import Scope, call_key, validate_key
 from app.idempotency.store import IdempotencyStore, PendingCall, Stored
 from app.models import DecideRequest, Subject
@@ -339,7 +340,7 @@ def test_one_claim_wins_among_50_threads(backend):
         barrier = threading.Barrier(50)
         outcomes: list[object] = []
 
-        def claim() -> None:
+        def claim(barrier: threading.Barrier = barrier, outcomes: list[object] = outcomes, call: Any = call) -> None:
             barrier.wait()
             try:
                 outcomes.append(store.claim(call))

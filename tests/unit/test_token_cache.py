@@ -10,14 +10,13 @@ from typing import Any
 import jwt
 import pytest
 
+from app.auth.token_cache import VerifiedTokenCache, entry_bytes
 from app.auth.verifier import TokenVerifier
 from app.errors import Unauthenticated
 from app.models import Subject
-from app.auth.token_cache import VerifiedTokenCache, entry_bytes
 from tests.support.jwks_server import JwksServer
 from tests.support.keys import K1, K2, baseline_claims, jwks
 from tests.unit.test_auth import HS_SECRET_32, bearer, profile
-
 
 ALICE = Subject(id="alice", tenant="acme", roles=("support_agent",))
 
