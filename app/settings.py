@@ -722,7 +722,9 @@ class PolicyBundleSettings(_Section):
         "gunicorn.conf.py makes a private one when unset.",
     )
     policy_operator_roles: CsvList = Field(
-        ["operator"], description="Roles that may read GET /v1/policy/status (comma-separated)."
+        ["operator"],
+        description="Roles that may read GET /v1/policy/status and read and push tenant data "
+        "(/v1/policy/tenants/<tenant>/data; comma-separated).",
     )
     opa_bundle_name: str = Field(
         "toolgate", pattern=r"^[A-Za-z0-9_.-]{1,64}$",
@@ -733,6 +735,24 @@ class PolicyBundleSettings(_Section):
     @classmethod
     def _operator_roles_csv(cls, value: object) -> object:
         return _split_csv(value)
+
+
+# --- Tenant data pushed by operators ---
+class TenantDataSettings(_Section):
+    """Tenant data pushed by operators.
+
+    Where PUT /v1/policy/tenants/<tenant>/data stores each tenant's data (laid over the policy
+    directory at tenants/<tenant>/data.json, app/policy/tenant_data.py) and how large it may be.
+    """
+
+    tenant_data_dir: Path | None = Field(
+        None,
+        description="Directory of pushed tenant data (<tenant>/data.json), read with the policy "
+        "directory by every worker and by `toolgate policy serve-bundle`; unset, pushes are refused.",
+    )
+    tenant_data_max_bytes: int = Field(
+        65_536, gt=0, le=8 * 1024 * 1024, description="Largest tenant data document accepted by a push, in bytes."
+    )
 
 
 class RolloutSettings(_Section):
@@ -791,6 +811,7 @@ SECTIONS: tuple[type[BaseModel], ...] = (
     EnginePoolSettings,
     OpaSidecarSettings,
     PolicyBundleSettings,
+    TenantDataSettings,
     ContractSettings,
     RedisSettings,
     IdempotencySettings,
@@ -816,6 +837,7 @@ class Settings(
     EnginePoolSettings,
     OpaSidecarSettings,
     PolicyBundleSettings,
+    TenantDataSettings,
     ContractSettings,
     RedisSettings,
     IdempotencySettings,

@@ -18,10 +18,11 @@ AI_SDK_STATUSES: tuple[str, ...] = get_args(AiSdkStatus)
 
 #: What a decision record records (DESIGN §6): a decide call, a dry-run decide call (evaluated,
 #: nothing reserved or created), an approver's answer, an execution report, an operator's
-#: resolution of an idempotency record.
+#: resolution of an idempotency record, a scoped grant's revocation, an operator's push of tenant
+#: data.
 EventType = Literal[
     "decide", "decide_dry_run", "approval_answer", "execution_complete", "execution_fail", "idempotency_resolve",
-    "grant_revoke",
+    "grant_revoke", "tenant_data_put",
 ]
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)
 

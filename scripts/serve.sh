@@ -34,6 +34,8 @@ bash scripts/install.sh
 state="${SERVE_STATE_DIR:-$PWD/var}"
 run="$state/run"
 mkdir -p "$run" "$state/redis" "$state/opa" "$state/log"
+# Tenant data pushed through PUT /v1/policy/tenants/<tenant>/data, laid over policies/.
+export TOOLGATE_TENANT_DATA_DIR="${TOOLGATE_TENANT_DATA_DIR:-$state/tenant-data}"
 if [ -f "$run/gateway.pid" ] && kill -0 "$(cat "$run/gateway.pid")" 2>/dev/null; then
   echo "serve.sh: a gateway started here is running (pid $(cat "$run/gateway.pid")); bash scripts/serve.sh stop" >&2
   exit 1

@@ -1,6 +1,7 @@
 """Charts of the auditor view, computed from decision records and drawn as inline SVG by the
 templates (no script, no build step): decisions over time by outcome (stacked bars per bucket)
-and the top denied tools and deny reasons (horizontal bars)."""
+and the top denied tools and deny rules (horizontal bars): the rule ids of the policy's
+``matched_rules``, or the reasons of a record that names none."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ class Charts:
 
     bars: list[Bar]
     top_tools: list[tuple[str, int, float]]
-    top_reasons: list[tuple[str, int, float]]
+    top_rules: list[tuple[str, int, float]]
     records: int
     truncated: bool
     max_count: int
@@ -42,11 +43,11 @@ def outcome(record: AuditRecord) -> str:
 
 def build(records: Iterable[AuditRecord], *, since: dt.datetime, until: dt.datetime, buckets: int = 24, limit: int = 20_000) -> Charts:
     """Bucket the decide records of ``[since, until)`` into ``buckets`` bars by outcome and count
-    the denied tools and reasons (top 8 each)."""
+    the denied tools and deny rules (top 8 each)."""
     span = (until - since) / buckets
     bars = [Bar(label=(since + span * i).strftime("%m-%d %H:%M")) for i in range(buckets)]
     tools: Counter[str] = Counter()
-    reasons: Counter[str] = Counter()
+    rules: Counter[str] = Counter()
     read = 0
     truncated = False
     for record in records:
@@ -60,7 +61,8 @@ def build(records: Iterable[AuditRecord], *, since: dt.datetime, until: dt.datet
         bars[index].counts[outcome(record)] += 1
         if record.decision == "deny":
             tools[record.tool or "-"] += 1
-            reasons.update(record.reasons[:3])
+            denying = [r["id"] for r in record.matched_rules if r.get("effect") == "deny" and r.get("id")]
+            rules.update(denying[:3] or record.reasons[:3])
     top = max([sum(b.counts.values()) for b in bars] + [1])
     width = CHART_W / buckets
     for i, bar in enumerate(bars):
@@ -70,7 +72,7 @@ def build(records: Iterable[AuditRecord], *, since: dt.datetime, until: dt.datet
             if height:
                 y -= height
                 bar.rects.append((name, i * width + 1, y, width - 2, height))
-    return Charts(bars, _scaled(tools), _scaled(reasons), read, truncated, top)
+    return Charts(bars, _scaled(tools), _scaled(rules), read, truncated, top)
 
 
 def _scaled(counter: Counter[str]) -> list[tuple[str, int, float]]:

@@ -72,6 +72,10 @@ class ToolContract:
     source: str
     _validate_input: Validate = field(repr=False)
     _validate_output: Validate | None = field(repr=False, default=None)
+    #: The normalized input holds every top-level property that has a ``default`` in the input
+    #: schema, present or not in the call (pydantic contracts); JSON Schema contracts do not
+    #: fill defaults (``default`` is an annotation there).
+    fills_defaults: bool = False
 
     @property
     def name(self) -> str:
@@ -84,6 +88,15 @@ class ToolContract:
     @property
     def namespace(self) -> str:
         return self.meta.namespace
+
+    def always_present(self) -> frozenset[str]:
+        """The top-level input fields every normalized input holds: the schema's ``required``,
+        plus the properties with a ``default`` when the contract fills defaults."""
+        properties = self.input_schema.get("properties") or {}
+        present = {f for f in self.input_schema.get("required") or () if isinstance(f, str)}
+        if self.fills_defaults:
+            present |= {f for f, s in properties.items() if isinstance(s, dict) and "default" in s}
+        return frozenset(present)
 
     @property
     def qualified_name(self) -> str:

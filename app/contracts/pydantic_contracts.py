@@ -51,4 +51,5 @@ def contract_from_models(
         source=source,
         _validate_input=_validator(input_model, meta.sensitive_paths, "input"),
         _validate_output=_validator(output_model, (), "result") if output_model else None,
+        fills_defaults=True,  # model_dump writes every field, defaults included
     )

@@ -32,10 +32,10 @@ from app.settings import Settings
 
 def build_source(settings: Settings) -> PolicySource:
     """``TOOLGATE_POLICY_BUNDLE`` (an http(s) URL or a tarball path) if set, else the policy
-    directory."""
+    directory with the pushed tenant data (``TOOLGATE_TENANT_DATA_DIR``) over it."""
     where = settings.policy_bundle
     if where is None:
-        return DirectorySource(settings.policy_dir)
+        return DirectorySource(settings.policy_dir, tenant_data_dir=settings.tenant_data_dir)
     return _bundle_source(where, settings)
 
 
@@ -91,7 +91,8 @@ def build_shadow(settings: Settings, *, on_activate: Archive | None = None) -> S
     from app.engine.embedded import EmbeddedEngine
 
     if settings.shadow_policy_dir is not None:
-        source: PolicySource = DirectorySource(settings.shadow_policy_dir)
+        # The candidate sees the same pushed tenant data as the active policy.
+        source: PolicySource = DirectorySource(settings.shadow_policy_dir, tenant_data_dir=settings.tenant_data_dir)
     elif settings.shadow_policy_bundle is not None:
         source = _bundle_source(settings.shadow_policy_bundle, settings)
     else:

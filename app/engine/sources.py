@@ -35,15 +35,17 @@ class PolicySource(Protocol):
 
 
 class DirectorySource:
-    """A policy directory; a change is a change of its content hash (``read_directory``)."""
+    """A policy directory with the pushed tenant data of ``tenant_data_dir`` over it; a change
+    is a change of their content hash (``read_directory``)."""
 
-    def __init__(self, policy_dir: Path) -> None:
+    def __init__(self, policy_dir: Path, *, tenant_data_dir: Path | None = None) -> None:
         self._dir = Path(policy_dir)
+        self._tenant_data_dir = tenant_data_dir
         self.description = str(self._dir)
         self._seen: str | None = None
 
     def fetch(self) -> PolicyBundle | None:
-        bundle = read_directory(self._dir)
+        bundle = read_directory(self._dir, tenant_data_dir=self._tenant_data_dir)
         if bundle.revision == self._seen:
             return None
         self._seen = bundle.revision

@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Protocol
 
+from app.policy.tenant_data import DATA_FILE, overlay_files
+
 MANIFEST = ".manifest"
 SIGNATURES = ".signatures.json"
-DATA_FILE = "data.json"
 TEST_SUFFIX = "_test.rego"
 #: Uncompressed size limit of a bundle tarball (OPA's own default is 1 GiB; ours are small).
 MAX_BUNDLE_BYTES = 32 * 1024 * 1024
@@ -112,11 +113,15 @@ def _manifest(raw: bytes, where: str) -> dict[str, Any]:
     return manifest
 
 
-def read_directory(policy_dir: Path, *, include_tests: bool = False) -> PolicyBundle:
+def read_directory(
+    policy_dir: Path, *, include_tests: bool = False, tenant_data_dir: Path | None = None
+) -> PolicyBundle:
     """The bundle of a policy directory: non-hidden ``*.rego`` (``*_test.rego`` only with
-    ``include_tests``) and ``data.json`` files; ``roots`` from its ``.manifest`` if any; the
-    content hash as revision. Raises ``PolicyLoadError`` for a missing directory or an
-    unreadable file."""
+    ``include_tests``) and ``data.json`` files, with the pushed tenant data of
+    ``tenant_data_dir`` laid over it (``app.policy.tenant_data.overlay_files``: a pushed
+    tenant's ``tenants/<tenant>/data.json`` replaces the directory's); ``roots`` from its
+    ``.manifest`` if any; the content hash as revision. Raises ``PolicyLoadError`` for a missing
+    directory or an unreadable file."""
     policy_dir = Path(policy_dir)
     if not policy_dir.is_dir():
         raise PolicyLoadError(f"policy directory {policy_dir} does not exist")
@@ -133,6 +138,10 @@ def read_directory(policy_dir: Path, *, include_tests: bool = False) -> PolicyBu
                 files[rel.as_posix()] = path.read_bytes()
             except OSError as exc:
                 raise PolicyLoadError(f"{rel.as_posix()}: cannot read: {exc.strerror}", rel) from None
+    try:
+        files.update(overlay_files(tenant_data_dir))
+    except OSError as exc:
+        raise PolicyLoadError(f"tenant data in {tenant_data_dir}: cannot read: {exc.strerror}") from None
     manifest: dict[str, Any] = {}
     manifest_path = policy_dir / MANIFEST
     if manifest_path.is_file():

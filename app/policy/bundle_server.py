@@ -23,11 +23,15 @@ from app.policy.bundle import (
 
 
 class BundleCache:
-    """The tarball of ``policy_dir``, rebuilt when the directory's content hash changes.
-    ``sign``: a function from the bundle to its ``.signatures.json`` bytes, or None."""
+    """The tarball of ``policy_dir`` with the pushed tenant data of ``tenant_data_dir`` over it,
+    rebuilt when their content hash changes. ``sign``: a function from the bundle to its
+    ``.signatures.json`` bytes, or None."""
 
-    def __init__(self, policy_dir: Path, *, sign: Callable[[Any], bytes] | None = None) -> None:
+    def __init__(
+        self, policy_dir: Path, *, sign: Callable[[Any], bytes] | None = None, tenant_data_dir: Path | None = None
+    ) -> None:
         self._dir = Path(policy_dir)
+        self._tenant_data_dir = tenant_data_dir
         self._sign = sign
         self._lock = threading.Lock()
         self._revision: str | None = None
@@ -36,7 +40,7 @@ class BundleCache:
     def current(self) -> tuple[str, bytes]:
         """``(revision, tarball bytes)``; raises ``PolicyLoadError`` for an unreadable directory."""
         with self._lock:
-            bundle = with_manifest(read_directory(self._dir))
+            bundle = with_manifest(read_directory(self._dir, tenant_data_dir=self._tenant_data_dir))
             if bundle.revision != self._revision:
                 signatures = self._sign(bundle) if self._sign else None
                 self._tarball = build_tarball(bundle, signatures=signatures)

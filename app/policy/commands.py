@@ -6,7 +6,9 @@
     toolgate policy verify BUNDLE --verification-key KEY [--verification-alg ALG]
                           [--verification-key-id ID] [--scope SCOPE]
     toolgate policy push [DIR] [--url URL]
-    toolgate policy serve-bundle [DIR] [--bind HOST:PORT] [--name NAME] [--signing-key KEY ...]
+    toolgate policy serve-bundle [DIR] [--bind HOST:PORT] [--name NAME] [--tenant-data DIR] [--signing-key KEY ...]
+    toolgate policy check [DIR] [--contracts DIR] [--strict] [--json]
+    toolgate policy eval --input FILE|- [--dir DIR | --bundle FILE] [--tenant-data DIR] [--explain [MODE]] [--json]
     toolgate policy diff|explain|archive ...   (app.policy.rollout_commands)
 
 Exit codes: 0 success, 1 a check failed (tests, coverage, compile, verification, a refused
@@ -16,10 +18,13 @@ push), 2 usage or settings error.
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from app.policy.evaluate import EXPLAIN_MODES
 from app.policy.signing import DEFAULT_KEY_ID, SIGNING_ALGORITHMS
 
 
@@ -175,7 +180,8 @@ def _serve_bundle(args: argparse.Namespace) -> int:
         return 2
     directory = _policy_dir(args)
     try:
-        server = make_server(BundleCache(directory, sign=_signer(args)), args.name, host, int(port))
+        cache = BundleCache(directory, sign=_signer(args), tenant_data_dir=Path(args.tenant_data) if args.tenant_data else None)
+        server = make_server(cache, args.name, host, int(port))
     except OSError as exc:
         print(f"toolgate policy serve-bundle: cannot listen on {args.bind}: {exc.strerror}", file=sys.stderr)
         return 1
@@ -186,6 +192,64 @@ def _serve_bundle(args: argparse.Namespace) -> int:
         pass
     finally:
         server.server_close()
+    return 0
+
+
+def _check(args: argparse.Namespace) -> int:
+    """The families against the contracts (``app.policy.check``): exit 1 on an error (or, with
+    ``--strict``, a warning), 2 without the opa binary."""
+    from app.contracts.contract import ContractLoadError
+    from app.policy.bundle import PolicyLoadError
+    from app.policy.check import check_policies
+    from app.policy.rego_ast import RegoParseError
+    from app.policy.toolchain import opa_binary
+    from app.settings import load_settings
+
+    opa = opa_binary()
+    if opa is None:
+        print("toolgate policy check: the field checks parse Rego with the opa binary, and there is none "
+              "(scripts/install.sh builds .tools/bin/opa)", file=sys.stderr)
+        return 2
+    contracts = Path(args.contracts) if args.contracts else load_settings().contracts_dir
+    try:
+        report = check_policies(_policy_dir(args), contracts, opa=opa)
+    except (PolicyLoadError, ContractLoadError, RegoParseError) as exc:
+        print(f"toolgate policy check: {exc}", file=sys.stderr)
+        return 1
+    print(report.to_json(strict=args.strict) if args.json else report.format_text())
+    return 0 if report.ok(strict=args.strict) else 1
+
+
+def _eval(args: argparse.Namespace) -> int:
+    """Evaluate one policy input offline (``app.policy.evaluate``): exit 0 with the decision
+    printed, 1 when the policies do not load or raise, 2 for an unusable input."""
+    from app.policy.bundle import PolicyLoadError
+    from app.policy.evaluate import EvaluationError, PolicyInputError, evaluate, parse_input, read_policies
+    from app.policy.toolchain import opa_binary
+    from app.settings import load_settings
+
+    try:
+        text = sys.stdin.read() if args.input == "-" else Path(args.input).read_text(encoding="utf-8")
+        policy_input, notes = parse_input(text)
+    except OSError as exc:
+        print(f"toolgate policy eval: cannot read {args.input}: {exc.strerror}", file=sys.stderr)
+        return 2
+    except (PolicyInputError, UnicodeDecodeError) as exc:
+        print(f"toolgate policy eval: {exc}", file=sys.stderr)
+        return 2
+    for note in notes:
+        print(f"toolgate policy eval: note: {note}", file=sys.stderr)
+    settings = load_settings()
+    try:
+        tenant_data = Path(args.tenant_data) if args.tenant_data else settings.tenant_data_dir
+        bundle = read_policies(Path(args.dir) if args.dir else settings.policy_dir,
+                               Path(args.bundle) if args.bundle else None, tenant_data_dir=tenant_data)
+        result = evaluate(bundle, policy_input, decision_path=settings.decision_path, explain=args.explain,
+                          opa=opa_binary() if args.explain else None)
+    except (PolicyLoadError, EvaluationError, RuntimeError) as exc:
+        print(f"toolgate policy eval: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(result.to_dict(), indent=2) if args.json else result.format_text())
     return 0
 
 
@@ -235,8 +299,32 @@ def add_policy_commands(sub: Any) -> None:
     serve.add_argument("dir", nargs="?", help="policy directory (default TOOLGATE_POLICY_DIR)")
     serve.add_argument("--bind", default="127.0.0.1:8282", help="HOST:PORT (default 127.0.0.1:8282)")
     serve.add_argument("--name", default="toolgate", help="bundle name in the URL (default toolgate)")
+    serve.add_argument(
+        "--tenant-data", metavar="DIR", default=os.environ.get("TOOLGATE_TENANT_DATA_DIR"),
+        help="pushed tenant data laid over DIR (default TOOLGATE_TENANT_DATA_DIR)",
+    )
     _signing_options(serve)
     serve.set_defaults(func=_serve_bundle)
+
+    check = policy_sub.add_parser("check", help="check the families against the tool contracts")
+    check.add_argument("dir", nargs="?", help="policy directory (default TOOLGATE_POLICY_DIR)")
+    check.add_argument("--contracts", metavar="DIR", help="contracts directory (default TOOLGATE_CONTRACTS_DIR)")
+    check.add_argument("--strict", action="store_true", help="exit 1 on warnings too")
+    check.add_argument("--json", action="store_true", help="print the findings as JSON")
+    check.set_defaults(func=_check)
+
+    peval = policy_sub.add_parser("eval", help="evaluate one policy input offline: decision, reasons, matched rules")
+    peval.add_argument("--input", required=True, metavar="FILE", help="the policy input document (DESIGN §3); - for stdin")
+    where = peval.add_mutually_exclusive_group()
+    where.add_argument("--dir", help="policy directory (default TOOLGATE_POLICY_DIR)")
+    where.add_argument("--bundle", metavar="FILE", help="a bundle tarball instead of a directory")
+    peval.add_argument("--explain", nargs="?", const="fails", choices=EXPLAIN_MODES, metavar="MODE",
+                       help="also print a trace: notes, fails (the default), full or debug (opa eval --explain when "
+                            "the opa binary is there, else the embedded engine's trace)")
+    peval.add_argument("--tenant-data", metavar="DIR",
+                       help="pushed tenant data laid over the directory (default TOOLGATE_TENANT_DATA_DIR)")
+    peval.add_argument("--json", action="store_true", help="print the evaluation as JSON")
+    peval.set_defaults(func=_eval)
 
     from app.policy.rollout_commands import add_rollout_commands
 

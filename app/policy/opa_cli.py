@@ -102,8 +102,11 @@ def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
 
 
 def run_opa_test(opa: Path, policy_dir: Path) -> tuple[bool, str]:
-    """``opa test -v DIR``: (all passed, OPA's output)."""
-    done = _run([str(opa), "test", "-v", str(policy_dir)])
+    """``opa test --var-values DIR``: (all passed, OPA's output). For each failure OPA prints
+    what the test printed (the fixtures' ``expect``: the decision with its matched rules, and
+    what was expected), then the failed expression with the value of each of its variables
+    under it; passing tests are only counted."""
+    done = _run([str(opa), "test", "--var-values", str(policy_dir)])
     return done.returncode == 0, (done.stdout + done.stderr).rstrip()
 
 

@@ -30,6 +30,29 @@ def _put_value(client: object, path: str, value: object) -> None:
         raise RegoParseError(body.get("code"), body.get("message"))
 
 
+def _push_modules(client: object, bundle: PolicyBundle) -> list[str]:
+    """Push the modules in passes: OPA compiles each module against those it already has, so a
+    module that calls a function of a module later in path order is refused at first and pushed
+    again after the others. Raises the first refusal of a pass that pushed nothing."""
+    from opa_client.errors import RegoParseError
+
+    pending, pushed = list(bundle.modules), []
+    while pending:
+        refused: list[tuple[str, RegoParseError]] = []
+        for rel in pending:
+            try:
+                client.update_policy_from_string(bundle.files[rel].decode("utf-8"), rel, rego_compat=False)  # type: ignore[attr-defined]
+            except RegoParseError as exc:
+                refused.append((rel, exc))
+            else:
+                pushed.append(rel)
+        if len(refused) == len(pending):
+            first, reason = refused[0]
+            raise PushError(f"OPA refused {first}: {reason}")
+        pending = [rel for rel, _ in refused]
+    return pushed
+
+
 def push_directory(client: object, policy_dir: Path) -> list[str]:
     """Push every data file, then every module, of ``policy_dir``; returns the pushed paths.
     ``client`` is an ``opa_client.opa.OpaClient``. Raises ``PushError`` at the first refusal."""
@@ -56,9 +79,7 @@ def push_bundle(client: object, bundle: PolicyBundle) -> list[str]:
                 else:
                     _put_value(client, path, part)
             pushed.append(rel)
-        for rel in bundle.modules:
-            client.update_policy_from_string(bundle.files[rel].decode("utf-8"), rel, rego_compat=False)  # type: ignore[attr-defined]
-            pushed.append(rel)
+        pushed.extend(_push_modules(client, bundle))
     except (RegoParseError, TypeException) as exc:
         raise PushError(f"OPA refused {rel}: {exc}") from None
     except (ConnectionsError, requests.RequestException) as exc:

@@ -76,13 +76,14 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def policy_in_force(settings: Settings) -> PolicyBundle:
-    """Today's policy: ``TOOLGATE_POLICY_BUNDLE`` when set, else ``TOOLGATE_POLICY_DIR``.
+    """Today's policy: ``TOOLGATE_POLICY_BUNDLE`` when set, else ``TOOLGATE_POLICY_DIR`` with the
+    pushed tenant data of ``TOOLGATE_TENANT_DATA_DIR`` over it (as the engines read it).
     Raises ``PolicyLoadError``."""
     from app.policy.reevaluate import read_policy
 
     if settings.policy_bundle is not None:
         return read_policy(settings.policy_bundle, timeout_s=settings.policy_bundle_timeout_ms / 1000)
-    return read_directory(settings.policy_dir)
+    return read_directory(settings.policy_dir, tenant_data_dir=settings.tenant_data_dir)
 
 
 def _explain(args: argparse.Namespace) -> int:

@@ -5,13 +5,19 @@
 A test is a rule whose head starts at column 0 with ``test_`` in a ``*_test.rego`` file. It
 passes when ``data.<package>.<test>`` is exactly ``true``. Several bodies with one name are one
 test (OPA ORs them into one rule).
+
+A failing test is evaluated once more, alone and traced, to say why (``TestResult.details``):
+what it printed (the shared fixtures' ``expect`` prints the decision it got, with its matched
+rules, and what was expected), then each expression of the test's own body that failed, as
+written in the file, with the values of the local variables OPA recorded at that point, the way
+``opa test --var-values`` shows them.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -25,6 +31,7 @@ __all__ = [
     "TestCase",
     "TestResult",
     "discover_tests",
+    "explain_failure",
     "run_policy_tests",
 ]
 
@@ -60,6 +67,8 @@ class TestResult:
     case: TestCase
     outcome: Outcome
     message: str = ""
+    #: For a fail: ``file:line: <printed text>`` and ``file:line: failed: <expression>`` lines.
+    details: tuple[str, ...] = ()
 
 
 @dataclass
@@ -99,6 +108,7 @@ class PolicyTestReport:
             if r.message:
                 line += f": {r.message}"
             lines.append(line)
+            lines.extend(f"    {detail}" for detail in r.details)
         lines.append(f"policy tests: {self.passed} passed, {self.failed + self.errored} failed")
         return "\n".join(lines)
 
@@ -168,6 +178,48 @@ def _run_package(engine: OpaEngine, package: str, cases: list[TestCase]) -> list
     return [_judge(case, document.get(case.name, _UNDEFINED)) for case in cases]
 
 
+_MAX_VALUE_CHARS = 300
+
+
+def _source_line(policy_dir: Path, location: str) -> str | None:
+    """The stripped source text at ``file:line`` (relative to ``policy_dir``), or None."""
+    file, _, row = location.rpartition(":")
+    if not file or not row.isdigit():
+        return None
+    try:
+        lines = (policy_dir / file).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    number = int(row)
+    return lines[number - 1].strip() if 0 < number <= len(lines) else None
+
+
+def _value(value: object) -> str:
+    text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= _MAX_VALUE_CHARS else text[: _MAX_VALUE_CHARS - 3] + "..."
+
+
+def explain_failure(engine: OpaEngine, policy_dir: Path, case: TestCase) -> tuple[str, ...]:
+    """Why ``case`` failed: its prints and the failed expressions of its own body with the
+    local variables' values (see the module docstring). Empty when the trace says nothing."""
+    try:
+        engine.eval_document(case.qualified_name, trace=True)
+    except OpaUndefinedError:
+        pass
+    except OpaError:
+        return ()
+    details = [f"{location}: {message}" for message, location in getattr(engine, "last_prints", None) or []]
+    for event in getattr(engine, "last_trace", None) or []:
+        if event.get("op") != "Fail" or event.get("parent_id") != 0 or event.get("query_id") == 0:
+            continue
+        location = str(event.get("location", ""))
+        expression = _source_line(policy_dir, location) or str(event.get("node", ""))
+        values = event.get("locals") or {}
+        shown = ", ".join(f"{name} = {_value(value)}" for name, value in sorted(values.items()))
+        details.append(f"{location}: failed: {expression}" + (f"    with {shown}" if shown else ""))
+    return tuple(details)
+
+
 def run_policy_tests(policy_dir: Path) -> PolicyTestReport:
     """Run every Rego test under ``policy_dir`` in a fresh embedded engine.
 
@@ -177,6 +229,7 @@ def run_policy_tests(policy_dir: Path) -> PolicyTestReport:
     ``PolicyLoadError`` when the bundle cannot be loaded.
     """
     engine = OpaEngine()
+    engine.print_handler = lambda message, location: None  # shown with the failure they explain
     try:
         load_bundle(engine, policy_dir, include_tests=True)
         cases = discover_tests(policy_dir)
@@ -186,6 +239,9 @@ def run_policy_tests(policy_dir: Path) -> PolicyTestReport:
         results: dict[TestCase, TestResult] = {}
         for package, members in by_package.items():
             results.update((r.case, r) for r in _run_package(engine, package, members))
+        for case, result in results.items():
+            if result.outcome == "fail":
+                results[case] = replace(result, details=explain_failure(engine, Path(policy_dir), case))
         return PolicyTestReport(policy_dir=policy_dir, results=[results[case] for case in cases])
     finally:
         engine.close()

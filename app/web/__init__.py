@@ -18,6 +18,7 @@ from app.web import (
     openapi,
     policy_status,
     requests,
+    tenant_data,
     tools,
 )
 
@@ -27,7 +28,8 @@ def register(app: Flask) -> None:
     requests.register(app)
     errors.register(app)
     for blueprint in (decide.bp, tools.bp, health.bp, openapi.bp, metrics.bp, executions.bp, approvals.bp,
-                      decisions.bp, capabilities.bp, authzen.bp, keys.bp, policy_status.bp):
+                      decisions.bp, capabilities.bp, authzen.bp, keys.bp, policy_status.bp,
+                      tenant_data.bp):
         app.register_blueprint(blueprint)
     if app.extensions["toolgate"].settings.console_enabled:
         from app.console import views

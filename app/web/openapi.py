@@ -27,6 +27,7 @@ from app.models import (
     ScopedGrantResponse,
     ToolListResponse,
 )
+from app.policy.tenant_data import TENANT_DATA_SCHEMA, TENANT_PATTERN
 from app.vocabulary import DECISIONS, EVENT_TYPES, IDEMPOTENCY_KEY_PATTERN, REQUEST_ID_PATTERN, SHADOW_OUTCOMES
 from app.web.decisions import TEXT_PATTERN
 
@@ -52,6 +53,32 @@ def _ref(name: str) -> dict[str, str]:
 
 def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _tenant_data_path() -> dict[str, Any]:
+    """``GET`` and ``PUT`` of one tenant's data (operator roles; app/web/tenant_data.py)."""
+    tenant = {"name": "tenant", "in": "path", "required": True, "schema": {"type": "string", "pattern": TENANT_PATTERN}}
+    return {
+        "parameters": [tenant],
+        "get": {
+            "operationId": "readTenantData",
+            "summary": "One tenant's data as the policy reads it at data.tenants[<tenant>] (operator roles).",
+            "security": [{"bearer": []}],
+            "responses": {"200": _json(_ANY_OBJECT, "The tenant's data, its source and version."),
+                          **_errors("400", "401", "403", "404", "500", "503")},
+        },
+        "put": {
+            "operationId": "pushTenantData",
+            "summary": "Replace one tenant's data; the policy revision changes (operator roles).",
+            "security": [{"bearer": []}],
+            "parameters": [{"name": "If-Match", "in": "header", "required": False,
+                            "description": "The version (ETag) this push replaces; 409 when it is no longer current.",
+                            "schema": {"type": "string"}}],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": TENANT_DATA_SCHEMA}}},
+            "responses": {"200": _json(_ANY_OBJECT, "Stored: the new version and policy revision."),
+                          **_errors("400", "401", "403", "409", "413", "422", "500", "503")},
+        },
+    }
 
 
 def _errors(*statuses: str) -> dict[str, Any]:
@@ -298,6 +325,7 @@ def build_openapi() -> dict[str, Any]:
                     "responses": {"200": _json(_ANY_OBJECT, "Policy status."), **_errors("401", "403", "500", "503")},
                 }
             },
+            "/v1/policy/tenants/{tenant}/data": _tenant_data_path(),
         },
         "components": {
             "schemas": defs["$defs"],

@@ -7,14 +7,19 @@ import data.toolgate.lib
 # Evaluated without input (data.toolgate.catalog):
 #   {"families": {<family>: {"governs": [{"name", "namespace", "versions" (null: every
 #      version), "shared_with"}], "approver_roles": [role] | null (the library's default)}},
-#    "problems": [sentence]}
+#    "problems": [sentence],
+#    "findings": [{"kind", "family", "tool"?, "namespace"?, "other"?, "message"}]}
 # A problem is a declaration the library cannot use or two families claiming one tool (same
-# name and namespace, overlapping versions) without naming each other in shared_with. The
-# check adds what needs the contracts: a contract without a family, a family naming a tool
-# without a contract, and the input fields each rule reads (from the parsed Rego).
+# name and namespace, overlapping versions) without naming each other in shared_with; each is
+# also a finding, which names its family and tool so that a check can point at the
+# declaration. Kinds: malformed_declaration, malformed_approver_roles, unshared_claim,
+# shared_with_not_claimant. The check adds what needs the contracts: a contract without a
+# family, a family naming a tool without a contract, and the input fields each rule reads
+# (from the parsed Rego).
 catalog := {
 	"families": {family: _family_entry(family) | some family; data.tools[family].governs},
-	"problems": sort(catalog_problems),
+	"problems": sort({f.message | some f in catalog_findings}),
+	"findings": sort(catalog_findings),
 }
 
 _family_entry(family) := {
@@ -36,22 +41,38 @@ _declarations contains [family, lib.normalized_declaration(name, declaration)] i
 	lib.well_formed_declaration(declaration)
 }
 
-catalog_problems contains sprintf(
-	"family %s: governs.%s is not {versions?, namespace?, shared_with?}",
-	[family, name],
-) if {
+catalog_findings contains {
+	"kind": "malformed_declaration",
+	"family": family,
+	"tool": name,
+	"message": sprintf("family %s: governs.%s is not {versions?, namespace?, shared_with?}", [family, name]),
+} if {
 	some family, name
 	declaration := data.tools[family].governs[name]
 	not lib.well_formed_declaration(declaration)
 }
 
-catalog_problems contains sprintf("family %s: approver_roles is not a list of role names", [family]) if {
+catalog_findings contains {
+	"kind": "malformed_approver_roles",
+	"family": family,
+	"message": sprintf("family %s: approver_roles is not a list of role names", [family]),
+} if {
 	some family
 	roles := data.tools[family].approver_roles
 	not _role_names(roles)
 }
 
-catalog_problems contains msg if {
+catalog_findings contains {
+	"kind": "unshared_claim",
+	"family": a,
+	"other": b,
+	"tool": da.name,
+	"namespace": da.namespace,
+	"message": sprintf(
+		"tool %s (namespace %q) is claimed by families %s and %s without shared_with",
+		[da.name, da.namespace, a, b],
+	),
+} if {
 	some [a, da] in _declarations
 	some [b, db] in _declarations
 	a < b
@@ -59,16 +80,16 @@ catalog_problems contains msg if {
 	da.namespace == db.namespace
 	_versions_overlap(da.versions, db.versions)
 	not _mutual(da, a, db, b)
-	msg := sprintf(
-		"tool %s (namespace %q) is claimed by families %s and %s without shared_with",
-		[da.name, da.namespace, a, b],
-	)
 }
 
-catalog_problems contains sprintf(
-	"family %s: shared_with of %s names %s, which does not claim it",
-	[family, d.name, other],
-) if {
+catalog_findings contains {
+	"kind": "shared_with_not_claimant",
+	"family": family,
+	"other": other,
+	"tool": d.name,
+	"namespace": d.namespace,
+	"message": sprintf("family %s: shared_with of %s names %s, which does not claim it", [family, d.name, other]),
+} if {
 	some [family, d] in _declarations
 	some other in d.shared_with
 	not _claims(other, d)

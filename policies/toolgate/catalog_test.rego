@@ -31,3 +31,18 @@ test_catalog_reports_unusable_declarations_and_conflicts if {
 		"tool x (namespace \"\") is claimed by families a and b without shared_with",
 	]) with data.tools as tools
 }
+
+test_catalog_findings_name_the_family_and_tool_of_each_problem if {
+	tools := {
+		"a": {"governs": {"x": {"versions": ["1", "2"]}, "y": {"versions": "1"}}, "approver_roles": "approver"},
+		"b": {"governs": {"x": {"versions": ["2"]}, "z": {"shared_with": ["c"]}}},
+	}
+	findings := data.toolgate.catalog.findings with data.tools as tools
+	fixtures.same({[f.kind, f.family, object.get(f, "tool", null), object.get(f, "other", null)] | some f in findings}, {
+		["malformed_approver_roles", "a", null, null],
+		["malformed_declaration", "a", "y", null],
+		["shared_with_not_claimant", "b", "z", "c"],
+		["unshared_claim", "a", "x", "b"],
+	})
+	fixtures.same({f.message | some f in findings}, {m | some m in data.toolgate.catalog.problems}) with data.tools as tools
+}

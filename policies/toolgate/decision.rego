@@ -359,6 +359,33 @@ approver_id := object.get(input.approval, ["approver", "id"], "an approver")
 
 # --- the decision --------------------------------------------------------------------------
 
+# The one family that claims the tool (undefined when none or several do) and its deny and
+# approval_required sets as they are (empty when it has no such rule), for the common case.
+_lone_family := family if {
+	count(claims) == 1
+	some family, _ in claims
+}
+
+default _lone_denials := set()
+
+_lone_denials := data.tools[_lone_family].deny
+
+default _lone_approvals := set()
+
+_lone_approvals := data.tools[_lone_family].approval_required
+
+# Its allow set, and what `allowances` holds for it: as many members as the set only when
+# every contribution is well formed and no two give one rule (else the full resolution answers).
+_lone_allows := data.tools[_lone_family].allow
+
+_lone_allowed := {{"id": concat(".", [_lone_family, c.rule]), "effect": "allow", "message": c.message} |
+	some c in _lone_allows
+	is_string(c.rule)
+	is_string(c.message)
+} if {
+	is_set(_lone_allows)
+}
+
 # The approval that satisfied the approval rules, as an allow.
 default approval_granted := set()
 
@@ -400,17 +427,18 @@ _decision := object.union(verdict, allow_members) if {
 } else := object.union(verdict, rate_limits_member)
 
 # The verdict: deny > user-approval > allow > default deny.
-verdict := {"decision": "allow", "reasons": ["allowed by policy"], "matched_rules": sort(allowances)} if {
-	# The common case first, decided from the family's sets alone (what the full resolution
-	# below answers for it, with less work): granted, one family, no deny, no approval rule,
-	# an allow, no rejected approval.
+verdict := {"decision": "allow", "reasons": ["allowed by policy"], "matched_rules": sort(_lone_allowed)} if {
+	# The common case first, from the one claiming family's sets alone (what the full
+	# resolution below answers for it, with less work): granted, no deny, no approval rule,
+	# well-formed allows, no rejected approval.
 	input.tool.registered == true
 	tool_granted
-	count(families) == 1
-	count(family_denials) == 0
-	count(family_approvals) == 0
-	count(malformed) == 0
-	count(allowances) > 0
+	is_set(_lone_denials)
+	count(_lone_denials) == 0
+	is_set(_lone_approvals)
+	count(_lone_approvals) == 0
+	count(_lone_allowed) > 0
+	count(_lone_allowed) == count(_lone_allows)
 	not input.approval.approved == false
 } else := {"decision": "deny", "reasons": deny_reasons, "matched_rules": matched_rules} if {
 	count(denials) > 0

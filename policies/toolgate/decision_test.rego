@@ -307,6 +307,16 @@ test_malformed_contributions_deny if {
 	}
 }
 
+# The common-case allow and the full resolution answer alike: two contributions that give one
+# rule are one matched rule, a malformed one beside a good one still denies.
+test_the_common_allow_matches_the_full_resolution if {
+	twice := {"allow": {{"rule": "ok", "message": "ok"}, {"rule": "ok", "message": "ok", "note": 1}}}
+	d := data.toolgate.decision with input as ticket_call with data.tools as fake(twice)
+	fixtures.same([d.decision, d.matched_rules], ["allow", [{"id": "fake.ok", "effect": "allow", "message": "ok"}]])
+	bad := {"allow": {{"rule": "ok", "message": "ok"}, {"rule": "ok"}}}
+	fixtures.expect(ticket_call, {"decision": "deny", "rules": {"fake.ok", "toolgate.malformed_rule"}}) with data.tools as fake(bad)
+}
+
 test_malformed_message_names_family_and_set if {
 	fixtures.expect(ticket_call, {"reasons": ["policy family fake has a malformed allow rule"]})
 		with data.tools as fake({"allow": true})

@@ -30,3 +30,20 @@ def test_a_truncated_tail_shows_as_broken_on_the_audit_page(make_app, tmp_path):
     truncate(dsn, "acme", keep=2)
     broken = client.get("/console/audit").text
     assert 'class="chain broken" data-tenant="acme"' in broken and "records missing" in broken
+
+
+def test_the_charts_count_denials_by_rule_id(make_app):
+    client = make_app(console_dev_sign_in=True, console_secure_cookies=False).test_client()
+    answers = []
+    for path in ("/etc/shadow", "/etc/shadow", "/etc/shadow", "/srv/reports/q1.csv"):
+        resp = client.post("/v1/decide", json=decide_body("readFile", {"path": path}), headers=auth("u-1", roles=["support_agent"]))
+        assert resp.status_code == 200
+        answers.append(resp.get_json())
+    assert [a["decision"] for a in answers] == ["deny", "deny", "deny", "allow"]
+    rule_ids = sorted(r["id"] for r in answers[0]["matched_rules"] if r["effect"] == "deny")
+    assert rule_ids and all(r.startswith("files.") for r in rule_ids)
+    _signed_in_auditor(client)
+    tops = client.get("/console/audit").text.split('class="bars top-rules"')[1].split("</svg>")[0]
+    for rule_id in rule_ids:
+        assert f"<title>{rule_id}</title>" in tops
+    assert tops.count('class="count">3<') == len(rule_ids)

@@ -66,10 +66,22 @@ def test_uncovered_lines_are_listed_and_fail_under_fails(policies):
 
 def test_a_failing_test_fails_under_opa(policies):
     target = policies / "tools" / "payments" / "payments_test.rego"
-    target.write_text(target.read_text() + "\n\ntest_this_one_fails if {\n\tfalse\n}\n")
+    target.write_text(target.read_text() + (
+        "\n\ntest_this_one_fails if {\n\tx := 1 + 1\n\tx == 3\n}\n"
+        "\ntest_this_expectation_fails if {\n"
+        '\tfixtures.expect(fixtures.call(fixtures.admin, "processPayment", {"amount": 5, "currency": "EUR"}),'
+        ' {"decision": "deny"})\n}\n'
+    ))
     done = _toolgate("policy", "test", str(policies))
     assert done.returncode == 1
-    assert "test_this_one_fails: FAIL" in done.stdout
+    assert "test_this_one_fails: FAIL" in done.stdout and "FAIL: 2/" in done.stdout
+    assert ": PASS" not in done.stdout  # passing tests are only counted
+    # The fixtures print the decision with its matched rules and what was expected.
+    assert '"matched_rules": [{"effect": "allow", "id": "payments.' in done.stdout
+    assert 'expected: {"decision": "deny"}' in done.stdout
+    # --var-values: the failed expression with the value of its variable under it.
+    failures = done.stdout.split("FAILURES", 1)[1]
+    assert "\tx == 3\n" in failures and "\t|\n    \t2\n" in failures
 
 
 def test_the_embedded_runner_needs_no_binary_but_gives_no_coverage(policies):
@@ -83,10 +95,10 @@ def test_check_policies_passes_on_clean_policies_and_names_what_fails(policies):
     subprocess.run([str(opa_binary()), "fmt", "-w", str(policies)], check=True, capture_output=True)
     clean = _run("bash", "scripts/check-policies", str(policies))
     assert clean.returncode == 0, clean.stdout + clean.stderr
-    assert clean.stdout.count("ok") == 2
+    assert clean.stdout.count("\nok\n") == 4  # opa check, opa fmt, regal lint, toolgate policy check
 
-    target = policies / "tools" / "tickets" / "tickets.rego"
-    target.write_text(target.read_text().replace("\t", "    ", 1))
+    target = policies / "tools" / "files" / "files.rego"  # tickets.rego has no indented line
+    target.write_text(target.read_text().replace("\n\t", "\n    ", 1))
     unformatted = _run("bash", "scripts/check-policies", str(policies))
     assert unformatted.returncode == 1 and str(target) in unformatted.stdout
 
@@ -94,6 +106,13 @@ def test_check_policies_passes_on_clean_policies_and_names_what_fails(policies):
     target.write_text(target.read_text() + "\nunused_import_holder if {\n\tx := 1\n\ttrue\n}\n")
     strict = _run("bash", "scripts/check-policies", str(policies))
     assert strict.returncode == 1 and "assigned var x unused" in strict.stdout + strict.stderr
+
+    target.write_text(target.read_text().replace("\nunused_import_holder if {\n\tx := 1\n\ttrue\n}\n", ""))
+    tickets = policies / "tools" / "tickets" / "tickets.rego"
+    tickets.write_text(tickets.read_text() + '\ngoverns.sendSms := {"versions": ["1"]}\n')
+    unknown_tool = _run("bash", "scripts/check-policies", str(policies))
+    assert unknown_tool.returncode == 1
+    assert "error: family tickets governs tool sendSms v1, which has no contract" in unknown_tool.stdout
 
 
 def test_push_loads_a_policy_directory_into_a_running_opa(tmp_path, make_app):

@@ -59,6 +59,7 @@ def test_shipped_tests_cover_every_package():
     packages = {case.package for case in discover_tests(POLICY_DIR)}
     assert packages == {
         "toolgate_test",
+        "toolgate.capability_test",
         "toolgate.lib_test",
         "tools.banking_test",
         "tools.commands_test",
@@ -100,6 +101,42 @@ def test_broken_test_is_reported_as_failed(policy_copy: Path):
     text = report.format_text()
     assert "FAIL tools.payments_test.test_this_one_fails (tools/payments/payments_test.rego:" in text
     assert text.splitlines()[-1] == f"policy tests: {report.passed} passed, 1 failed"
+
+
+def test_a_failure_says_which_expression_failed_with_its_values(tmp_path: Path):
+    _write(tmp_path, "p/x_test.rego", (
+        "package p_test\n\n"
+        "test_sum if {\n\tx := 1 + 1\n\ty := {\"a\": [x]}\n\tx == 3\n}\n"
+    ))
+    report = run_policy_tests(tmp_path)
+    (failed,) = report.results
+    assert failed.details == ('p/x_test.rego:6: failed: x == 3    with x = 2, y = {"a": [2]}',)
+    assert report.format_text().splitlines()[:2] == [
+        "FAIL p_test.test_sum (p/x_test.rego:3): result is undefined",
+        '    p/x_test.rego:6: failed: x == 3    with x = 2, y = {"a": [2]}',
+    ]
+
+
+def test_a_fixtures_failure_shows_the_decision_and_its_matched_rules(policy_copy: Path, capfd):
+    target = policy_copy / "tools" / "tickets" / "tickets_test.rego"
+    target.write_text(target.read_text() + (
+        "\ntest_ticket_denied if {\n"
+        '\tfixtures.expect(fixtures.call(fixtures.agent, "createTicket", {"title": "t", "description": "d"}), '
+        '{"decision": "deny"})\n}\n'
+    ))
+    report = run_policy_tests(policy_copy)
+    (failed,) = [r for r in report.results if r.outcome != "pass"]
+    fixtures = (policy_copy / "toolgate" / "fixtures" / "fixtures_test.rego").read_text().splitlines()
+    printed = next(n for n, line in enumerate(fixtures, start=1) if line.strip() == 'print("decision:", d)')
+    assert failed.details[:2] == (
+        f'toolgate/fixtures/fixtures_test.rego:{printed}: decision: {{"decision": "allow", "matched_rules": [{{"effect": '
+        '"allow", "id": "tickets.valid_ticket", "message": "a ticket that matches its contract"}], "reasons": '
+        '["allowed by policy"]}',
+        f'toolgate/fixtures/fixtures_test.rego:{printed + 1}: expected: {{"decision": "deny"}}',
+    )
+    assert failed.details[2].startswith("tools/tickets/tickets_test.rego:")
+    assert ": failed: fixtures.expect(fixtures.call(fixtures.agent" in failed.details[2]
+    assert "expected:" not in capfd.readouterr().err  # the prints are shown once, with the failure
 
 
 def test_non_true_value_fails_and_eval_error_is_an_error(tmp_path: Path):

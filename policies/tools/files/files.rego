@@ -11,9 +11,10 @@
 #     conversation (input.session; limits.deletes_per_conversation) needs approval; the
 #     unapproved deletes per conversation and limits.deletes_per_day (20) per subject a day are
 #     limits the gateway reserves atomically (docs/session.md).
-#   - Both: the path must be absolute, free of ".." segments, control characters and
-#     backslashes, and must not be at or under a secret path or /proc, /sys, /dev, nor name a
-#     secret file (secret_names, secret_extensions). Deny-lists ignore case.
+#   - Both: the path must be absolute, free of ".." segments, control characters,
+#     backslashes, percent-encoded bytes and lookalike or invisible characters, and must not
+#     be at or under a secret path or /proc, /sys, /dev, nor name a secret file
+#     (secret_names, secret_extensions). Deny-lists ignore case.
 #   Symbolic links are invisible to a policy: the tool service resolves the path first.
 # custom:
 #   governs:
@@ -121,6 +122,27 @@ path_problems contains {"rule": "path_control_character", "message": "path must 
 path_problems contains {"rule": "path_backslash", "message": "path must not contain backslashes"} if {
 	contains(path, "\\")
 }
+
+# A tool service that percent-decodes or NFKC-normalizes a path would open another file than
+# the one judged here ("/srv/%2e%2e/etc/shadow", "/srv/\uFF0E\uFF0E/etc/shadow").
+path_problems contains {"rule": "path_percent_encoded", "message": "path must not contain percent-encoded bytes"} if {
+	valid_path
+	regex.match(`%[0-9A-Fa-f]{2}`, path)
+}
+
+path_problems contains {
+	"rule": "path_lookalike",
+	"message": "path must not contain characters that look like ASCII ones or like nothing",
+} if {
+	valid_path
+	_lookalike_path
+}
+
+_lookalike_path if lib.has_confusable(path)
+
+# Dots and slashes of other code points (one-dot and two-dot leaders, ellipsis, small and
+# full-width full stop, full-width solidus, division and fraction slashes, big solidus).
+_lookalike_path if regex.match(`[\x{2024}\x{2025}\x{2026}\x{FE52}\x{FF0E}\x{FF0F}\x{2215}\x{2044}\x{29F8}]`, path)
 
 path_problems contains {
 	"rule": "protected_secret",

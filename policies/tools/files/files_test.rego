@@ -296,3 +296,15 @@ test_settings_are_normalized if {
 		fixtures.same([name, lower(name)], [name, name])
 	}
 }
+
+test_percent_encoded_and_lookalike_paths_denied if {
+	every path in ["/srv/reports/%2e%2e/%2e%2e/etc/shadow", "/srv/reports/q1%2Ecsv", "/srv/%2F"] {
+		"files.path_percent_encoded" in rules(read(fixtures.agent, path))
+		fixtures.expect(read(fixtures.agent, path), {"decision": "deny"})
+	}
+	every path in ["/srv/reports/\uFF0E\uFF0E/etc/shadow", "/srv/reports/\u2025/etc", "/srv/reports/q1.csv\u200B", "/srv/reports\uFF0Fq1.csv"] {
+		"files.path_lookalike" in rules(read(fixtures.agent, path))
+		fixtures.expect(read(fixtures.agent, path), {"decision": "deny"})
+	}
+	fixtures.expect(read(fixtures.agent, "/srv/reports/r\u00E9sum\u00E9 100%.csv"), {"decision": "allow"})
+}

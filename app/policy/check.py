@@ -1,0 +1,297 @@
+"""``toolgate policy check``: the policy families against the tool contracts.
+
+Errors (the check fails):
+
+- ``no_family``: a registered contract that no family's ``governs`` declares (the library
+  denies every call of it, ``toolgate.no_family``);
+- ``unshared_claim``: two families claim one tool (name, namespace, overlapping versions)
+  without naming each other in ``shared_with`` (the library denies it, ``toolgate.family_conflict``);
+- ``no_contract``: a family declares a tool, or a version of one, that has no contract in that
+  namespace (its rules can never run);
+- the catalog's other findings: ``malformed_declaration``, ``malformed_approver_roles``,
+  ``shared_with_not_claimant``.
+
+Warnings (fail only with ``strict``), from the AST of each family module
+(``app.policy.rego_ast``):
+
+- ``undefined_field``: a rule reads ``input.call.input.<field>`` that the contract of a tool it
+  applies to does not define (a rule limited to tools: each of them; any other rule: none of the
+  family's tools);
+- ``optional_without_default``: a rule reads, without a default, a field that a contract
+  defines but does not always hold (not ``required``, and not filled with a default): when the
+  field is absent the rule is undefined and silently does not fire. Read it with
+  ``object.get(lib.args, "<field>", <default>)``.
+
+The families come from ``data.toolgate.catalog`` evaluated by the embedded engine on the policy
+directory (tests left out), the contracts from ``ContractRegistry.load`` (the built-in ones
+included). Paths in findings are the policy directory or contract source joined with the file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from app.contracts.contract import ToolContract
+from app.contracts.registry import ContractRegistry
+from app.policy.bundle import PolicyLoadError, read_directory
+from app.policy.rego_ast import FieldRead, RegoModule, parse_module
+
+Severity = Literal["error", "warning"]
+_FAMILY_ROOT = "tools"
+_YAML_NAME = re.compile(r"^name\s*:")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem: ``severity``, a stable ``kind``, a sentence, and where (``file`` and
+    ``line`` when known)."""
+
+    severity: Severity
+    kind: str
+    message: str
+    file: str | None = None
+    line: int | None = None
+
+    def format(self) -> str:
+        """``file:line: severity: message`` (``file:`` or nothing when not known)."""
+        where = f"{self.file}:{self.line}: " if self.file and self.line else f"{self.file}: " if self.file else ""
+        return f"{where}{self.severity}: {self.message}"
+
+
+@dataclass
+class CheckReport:
+    """The findings of one check, errors first, then by file and line."""
+
+    findings: list[Finding] = field(default_factory=list)
+    contracts: int = 0
+    families: int = 0
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "error"]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "warning"]
+
+    def ok(self, *, strict: bool = False) -> bool:
+        """No error (and, ``strict``, no warning)."""
+        return not self.errors and not (strict and self.warnings)
+
+    def format_text(self) -> str:
+        """One line per finding, then ``policy check: N errors, M warnings (C contracts, F families)``."""
+        lines = [f.format() for f in self.findings]
+        lines.append(
+            f"policy check: {_count(len(self.errors), 'error')}, {_count(len(self.warnings), 'warning')} "
+            f"({_count(self.contracts, 'contract')}, {_count(self.families, 'family', 'families')})"
+        )
+        return "\n".join(lines)
+
+    def to_json(self, *, strict: bool = False) -> str:
+        """``{"ok", "strict", "errors", "warnings", "contracts", "families", "findings": [...]}``."""
+        return json.dumps({
+            "ok": self.ok(strict=strict), "strict": strict, "errors": len(self.errors), "warnings": len(self.warnings),
+            "contracts": self.contracts, "families": self.families,
+            "findings": [asdict(f) for f in self.findings],
+        }, indent=2)
+
+
+def _count(n: int, singular: str, plural: str | None = None) -> str:
+    return f"{n} {singular if n == 1 else plural or singular + 's'}"
+
+
+@dataclass(frozen=True)
+class _Declaration:
+    family: str
+    name: str
+    namespace: str
+    versions: tuple[str, ...] | None
+
+    def covers(self, contract: ToolContract) -> bool:
+        return (contract.name, contract.namespace) == (self.name, self.namespace) and (
+            self.versions is None or contract.version in self.versions
+        )
+
+
+def _tool(name: str, namespace: str, version: str | None = None) -> str:
+    ns = f" (namespace {namespace})" if namespace else ""
+    return f"{name} v{version}{ns}" if version else f"{name}{ns}"
+
+
+def check_policies(policy_dir: Path, contracts_dir: Path, *, opa: Path) -> CheckReport:
+    """Check ``policy_dir`` against the contracts of ``contracts_dir`` (and the built-in ones);
+    ``opa``: the binary that parses the Rego. Raises ``PolicyLoadError`` (the policies do not
+    load), ``ContractLoadError`` (a contract is invalid) or ``RegoParseError``."""
+    catalog = _catalog(policy_dir)
+    contracts = ContractRegistry.load(contracts_dir).all()
+    modules = _family_modules(policy_dir, opa)
+    declarations = [
+        _Declaration(family, str(d["name"]), str(d["namespace"]),
+                     tuple(d["versions"]) if d.get("versions") is not None else None)
+        for family, entry in sorted(catalog["families"].items()) for d in entry["governs"]
+    ]
+    governs_at = {(family, tool): (m.file, line) for m in modules if (family := _family_of(m))
+                  for tool, line in m.governs_lines().items()}
+    findings = [
+        *_catalog_findings(catalog.get("findings") or [], governs_at, modules),
+        *_contracts_without_family(contracts, declarations),
+        *_tools_without_contract(declarations, contracts, governs_at),
+        *_field_findings(modules, declarations, contracts),
+    ]
+    unique = sorted(set(findings), key=lambda f: (f.severity != "error", f.file or "", f.line or 0, f.message))
+    return CheckReport(unique, contracts=len(contracts), families=len(catalog["families"]))
+
+
+def _catalog(policy_dir: Path) -> dict[str, Any]:
+    """``data.toolgate.catalog`` of ``policy_dir`` (tests left out)."""
+    from opa_bindings import OpaEngine, OpaError
+
+    from app.policy.bundle import load_into
+
+    engine = OpaEngine()
+    try:
+        load_into(engine, read_directory(policy_dir))
+        try:
+            catalog = engine.eval_document("toolgate.catalog")
+        except OpaError as exc:
+            raise PolicyLoadError(f"data.toolgate.catalog cannot be evaluated: {exc.message}") from None
+    finally:
+        engine.close()
+    if not isinstance(catalog, dict) or not isinstance(catalog.get("families"), dict):
+        raise PolicyLoadError("data.toolgate.catalog is not {families, problems, findings}")
+    return catalog
+
+
+def _family_of(module: RegoModule) -> str | None:
+    package = module.package
+    return package[1] if len(package) >= 2 and package[0] == _FAMILY_ROOT else None
+
+
+def _family_modules(policy_dir: Path, opa: Path) -> list[RegoModule]:
+    """The parsed modules of the packages under ``data.tools`` (tests left out)."""
+    bundle = read_directory(policy_dir)
+    parsed = (parse_module(opa, Path(policy_dir) / rel) for rel in bundle.modules)
+    return [m for m in parsed if _family_of(m)]
+
+
+def _module_of(modules: Iterable[RegoModule], family: str) -> RegoModule | None:
+    return next((m for m in modules if _family_of(m) == family), None)
+
+
+def _catalog_findings(found: list[dict[str, Any]], governs_at: dict[tuple[str, str], tuple[str, int]],
+                      modules: list[RegoModule]) -> Iterable[Finding]:
+    """The catalog's findings, at the declaration they name (else the family's package)."""
+    for item in found:
+        family, tool = str(item.get("family")), item.get("tool")
+        where = governs_at.get((family, str(tool))) if tool is not None else None
+        if where is None:
+            module = _module_of(modules, family)
+            where = (module.file, int((module.ast.get("package") or {}).get("location", {}).get("row") or 0)) if module else None
+        yield Finding("error", str(item.get("kind")), str(item.get("message")), *(where or (None, None)))
+
+
+def _contract_location(contract: ToolContract) -> tuple[str, int | None]:
+    """The contract's file and the line of its ``name``; a built-in contract's model."""
+    path = Path(contract.source)
+    if not path.is_file():
+        return contract.source, None
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if _YAML_NAME.match(line) or line.lstrip().startswith('"name"'):
+            return contract.source, number
+    return contract.source, None
+
+
+def _contracts_without_family(contracts: list[ToolContract], declarations: list[_Declaration]) -> Iterable[Finding]:
+    for contract in contracts:
+        if not any(d.covers(contract) for d in declarations):
+            yield Finding(
+                "error", "no_family",
+                f"contract {_tool(contract.name, contract.namespace, contract.version)} has no policy family: "
+                "no family's governs declares it, so every call of it is denied (toolgate.no_family)",
+                *_contract_location(contract),
+            )
+
+
+def _tools_without_contract(declarations: list[_Declaration], contracts: list[ToolContract],
+                            governs_at: dict[tuple[str, str], tuple[str, int]]) -> Iterable[Finding]:
+    for d in declarations:
+        same_name = [c for c in contracts if c.name == d.name]
+        here = [c for c in same_name if c.namespace == d.namespace]
+        elsewhere = sorted({c.namespace or '""' for c in same_name if c.namespace != d.namespace})
+        hint = f" (there is one in namespace {', '.join(elsewhere)})" if elsewhere and not here else ""
+        where = governs_at.get((d.family, d.name), (None, None))
+        if d.versions is None and not here:
+            yield Finding("error", "no_contract",
+                          f"family {d.family} governs tool {_tool(d.name, d.namespace)}, which has no contract{hint}", *where)
+        for version in d.versions or ():
+            if not any(c.version == version for c in here):
+                yield Finding(
+                    "error", "no_contract",
+                    f"family {d.family} governs tool {_tool(d.name, d.namespace, version)}, which has no contract{hint}",
+                    *where,
+                )
+
+
+# --- field reads -----------------------------------------------------------------------------
+
+
+def _field_schema(contract: ToolContract, path: tuple[str, ...]) -> tuple[bool, bool]:
+    """(``path`` is defined, it is always present) in the contract's input. An object schema
+    that allows other members defines every name, as optional; below a schema without
+    ``properties`` (a ``$ref``, a union, a scalar) nothing is known, and nothing is reported."""
+    schema: Any = contract.input_schema
+    always = True
+    for depth, name in enumerate(path):
+        properties = schema.get("properties") if isinstance(schema, dict) else None
+        if not isinstance(properties, dict):
+            return True, True
+        if name not in properties:
+            return schema.get("additionalProperties") is not False, False
+        present = contract.always_present() if depth == 0 else frozenset(schema.get("required") or ())
+        always = always and name in present
+        schema = properties[name]
+    return True, always
+
+
+def _field_findings(modules: list[RegoModule], declarations: list[_Declaration],
+                    contracts: list[ToolContract]) -> Iterable[Finding]:
+    for module in modules:
+        family = _family_of(module)
+        governed = [c for c in contracts if any(d.family == family and d.covers(c) for d in declarations)]
+        for read in module.field_reads():
+            scope = [c for c in governed if read.tools is None or c.name in read.tools]
+            if scope:
+                yield from _read_findings(module.file, read, scope)
+
+
+def _read_findings(file: str, read: FieldRead, scope: list[ToolContract]) -> Iterable[Finding]:
+    shown = "input.call.input." + ".".join(read.path)
+    schemas = {id(c): _field_schema(c, read.path) for c in scope}
+    missing = [c for c in scope if not schemas[id(c)][0]]
+    if read.tools is None and len(missing) == len(scope):
+        tools = ", ".join(_tool(c.name, c.namespace, c.version) for c in scope)
+        yield Finding("warning", "undefined_field",
+                      f"rule {read.rule} reads {shown}, which no contract of the family's tools defines ({tools})",
+                      file, read.line)
+    elif read.tools is not None:
+        for c in missing:
+            yield Finding("warning", "undefined_field",
+                          f"rule {read.rule} reads {shown}, which the contract of "
+                          f"{_tool(c.name, c.namespace, c.version)} does not define", file, read.line)
+    if read.defaulted:
+        return
+    for c in scope:
+        defined, always = schemas[id(c)]
+        if defined and not always:
+            yield Finding(
+                "warning", "optional_without_default",
+                f"rule {read.rule} reads {shown} without a default, and the field is optional in "
+                f"{_tool(c.name, c.namespace, c.version)}: when it is absent the rule silently does not fire "
+                f"(read it with object.get(lib.args, {json.dumps(list(read.path)) if len(read.path) > 1 else json.dumps(read.path[0])}, <default>))",
+                file, read.line,
+            )

@@ -1,0 +1,250 @@
+"""``toolgate policy check`` (app.policy.check) catches each mistake it is for, on a copy of the
+shipped policies and contracts with that one mistake introduced: a contract without a family,
+two families claiming one tool, a family naming a tool (or a version, or a namespace) without a
+contract, a rule reading a field its contract does not define, and a rule reading an optional
+field without a default. The shipped policies pass clean. Real ``opa parse`` (the pinned
+binary) and the real embedded engine."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+from app.policy.check import CheckReport, Finding, check_policies
+from app.policy.toolchain import opa_binary
+from tests.conftest import CONTRACTS_DIR, POLICY_DIR, PROJECT_ROOT
+
+OPA = opa_binary()
+TEMPLATE_CONTRACT = PROJECT_ROOT / "docs" / "policy-template" / "contracts" / "sendEmail.v1.yaml"
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the shipped policies and contracts: (policies, contracts)."""
+    policies, contracts = tmp_path / "policies", tmp_path / "contracts"
+    shutil.copytree(POLICY_DIR, policies)
+    shutil.copytree(CONTRACTS_DIR, contracts)
+    return policies, contracts
+
+
+def _check(tree: tuple[Path, Path]) -> CheckReport:
+    assert OPA is not None, "scripts/install.sh builds .tools/bin/opa"
+    return check_policies(tree[0], tree[1], opa=OPA)
+
+
+def _append(path: Path, rego: str) -> int:
+    """Append ``rego`` to ``path``; returns the line number of its first line."""
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text + "\n" + rego, encoding="utf-8")
+    return len(text.splitlines()) + 2
+
+
+def _kinds(report: CheckReport) -> list[tuple[str, str]]:
+    return [(f.severity, f.kind) for f in report.findings]
+
+
+def _line_of(path: Path, needle: str) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), start=1) if needle in line)
+
+
+def test_the_shipped_policies_pass_clean() -> None:
+    assert OPA is not None
+    report = check_policies(POLICY_DIR, CONTRACTS_DIR, opa=OPA)
+    assert report.findings == []
+    assert (report.contracts, report.families) == (17, 6)
+    assert report.format_text() == "policy check: 0 errors, 0 warnings (17 contracts, 6 families)"
+
+
+def test_a_contract_without_a_family_is_an_error(tree) -> None:
+    contract = tree[1] / "sendEmail.v1.yaml"
+    shutil.copy(TEMPLATE_CONTRACT, contract)
+    report = _check(tree)
+    assert report.findings == [Finding(
+        "error", "no_family",
+        "contract sendEmail v1 has no policy family: no family's governs declares it, so every call of it is "
+        "denied (toolgate.no_family)",
+        str(contract), _line_of(contract, "name:"),
+    )]
+    assert not report.ok()
+
+
+def test_two_families_claiming_one_tool_is_an_error_unless_each_shares(tree) -> None:
+    tickets = tree[0] / "tools" / "tickets" / "tickets.rego"
+    line = _append(tickets, 'governs.readFile := {"versions": ["1"]}\n')
+    report = _check(tree)
+    assert _kinds(report) == [("error", "unshared_claim")]
+    finding = report.findings[0]
+    assert finding.message == 'tool readFile (namespace "") is claimed by families files and tickets without shared_with'
+    # Pointed at the claim of the first family, files; the tickets claim names the same tool.
+    files = tree[0] / "tools" / "files" / "files.rego"
+    assert (finding.file, finding.line) == (str(files), _line_of(files, 'governs["readFile"]'))
+    assert line > 0
+
+    tickets.write_text(tickets.read_text().replace(
+        'governs.readFile := {"versions": ["1"]}', 'governs.readFile := {"versions": ["1"], "shared_with": ["files"]}'))
+    files.write_text(files.read_text().replace(
+        'governs["readFile"] := {"versions": ["1"]}', 'governs["readFile"] := {"versions": ["1"], "shared_with": ["tickets"]}'))
+    assert _check(tree).findings == []
+
+
+def test_a_family_naming_a_tool_without_a_contract_is_an_error(tree) -> None:
+    tickets = tree[0] / "tools" / "tickets" / "tickets.rego"
+    line = _append(tickets, 'governs.sendSms := {"versions": ["1"]}\n')
+    report = _check(tree)
+    assert report.findings == [Finding(
+        "error", "no_contract", "family tickets governs tool sendSms v1, which has no contract", str(tickets), line)]
+
+
+def test_versions_are_considered(tree) -> None:
+    files = tree[0] / "tools" / "files" / "files.rego"
+    files.write_text(files.read_text().replace(
+        'governs["readFile"] := {"versions": ["1"]}', 'governs["readFile"] := {"versions": ["1", "2"]}'))
+    report = _check(tree)
+    assert report.findings == [Finding(
+        "error", "no_contract", "family files governs tool readFile v2, which has no contract", str(files),
+        _line_of(files, 'governs["readFile"]'))]
+
+
+def test_namespaces_are_considered(tree) -> None:
+    contract = tree[1] / "readFile.v1.yaml"
+    contract.write_text(contract.read_text().replace("name: readFile\n", "name: readFile\nnamespace: support\n"))
+    report = _check(tree)
+    assert [f.message for f in report.findings] == [
+        "contract readFile v1 (namespace support) has no policy family: no family's governs declares it, so every "
+        "call of it is denied (toolgate.no_family)",
+        "family files governs tool readFile v1, which has no contract (there is one in namespace support)",
+    ]
+    assert report.findings[0].file == str(contract)
+
+
+def test_a_malformed_declaration_is_an_error_at_its_line(tree) -> None:
+    tickets = tree[0] / "tools" / "tickets" / "tickets.rego"
+    line = _append(tickets, 'governs.exportReport := {"versions": "1"}\n')
+    report = _check(tree)
+    assert (report.findings[0].kind, report.findings[0].file, report.findings[0].line) == (
+        "malformed_declaration", str(tickets), line)
+
+
+def test_a_field_the_contract_does_not_define_is_a_warning(tree) -> None:
+    files = tree[0] / "tools" / "files" / "files.rego"
+    line = _append(files, (
+        'deny contains {"rule": "write_mode", "message": "files are read only"} if {\n'
+        '\tinput.tool.name == "readFile"\n'
+        '\tinput.call.input.mode == "w"\n'
+        '}\n'
+    ))
+    report = _check(tree)
+    assert report.findings == [Finding(
+        "warning", "undefined_field",
+        "rule deny[write_mode] reads input.call.input.mode, which the contract of readFile v1 does not define",
+        str(files), line + 2,
+    )]
+    assert report.ok() and not report.ok(strict=True)
+
+
+def test_an_unlimited_rule_warns_only_when_no_tool_of_the_family_defines_the_field(tree) -> None:
+    banking = tree[0] / "tools" / "banking" / "banking.rego"
+    line = _append(banking, (
+        'memo := object.get(lib.args, "memo", "")\n\n'
+        'subject_line := object.get(lib.args, "subject", "")\n'
+    ))
+    report = _check(tree)
+    assert [(f.kind, f.line) for f in report.findings] == [("undefined_field", line)]
+    assert report.findings[0].message.startswith(
+        "rule memo reads input.call.input.memo, which no contract of the family's tools defines (get_balance v1, ")
+
+
+def test_an_optional_field_read_without_a_default_is_a_warning(tree) -> None:
+    banking = tree[0] / "tools" / "banking" / "banking.rego"
+    line = _append(banking, (
+        'deny contains {"rule": "recurring_update", "message": "recurring transfers are not changed here"} if {\n'
+        '\tinput.tool.name == "update_scheduled_transaction"\n'
+        '\tlib.args.recurring == true\n'
+        '}\n'
+    ))
+    report = _check(tree)
+    assert report.findings == [Finding(
+        "warning", "optional_without_default",
+        "rule deny[recurring_update] reads input.call.input.recurring without a default, and the field is optional "
+        "in update_scheduled_transaction v1: when it is absent the rule silently does not fire (read it with "
+        'object.get(lib.args, "recurring", <default>))',
+        str(banking), line + 2,
+    )]
+
+
+def test_required_defaulted_and_filled_fields_are_no_warning(tree) -> None:
+    """send_money requires recipient; object.get and lib helpers name a default; createTicket's
+    pydantic contract fills priority's default, so a direct read of it always has a value."""
+    banking = tree[0] / "tools" / "banking" / "banking.rego"
+    _append(banking, (
+        'deny contains {"rule": "self_transfer", "message": "no transfers to the bank itself"} if {\n'
+        '\tinput.tool.name == "send_money"\n'
+        '\tinput.call.input.recipient == "BANK"\n'
+        '}\n\n'
+        'deny contains {"rule": "old_date", "message": "no back-dated updates"} if {\n'
+        '\tlib.call_of("update_scheduled_transaction")\n'
+        '\tlib.string_arg("date", "9999") < "2000"\n'
+        '}\n'
+    ))
+    tickets = tree[0] / "tools" / "tickets" / "tickets.rego"
+    _append(tickets, (
+        'approval_required contains {"rule": "urgent", "message": "urgent tickets need approval"} if {\n'
+        '\tinput.call.input.priority == "high"\n'
+        '}\n'
+    ))
+    assert _check(tree).findings == []
+
+
+def test_a_default_filled_only_in_the_schema_text_is_still_optional(tree) -> None:
+    """update_scheduled_transaction's JSON Schema says `default: null` for recipient, but JSON
+    Schema contracts do not fill defaults: the field may be absent."""
+    banking = tree[0] / "tools" / "banking" / "banking.rego"
+    line = _append(banking, (
+        'deny contains {"rule": "cleared_recipient", "message": "a recipient cannot be cleared"} if {\n'
+        '\tinput.tool.name == "update_scheduled_transaction"\n'
+        '\tx := input.call.input\n'
+        '\tx.recipient == ""\n'
+        '}\n'
+    ))
+    report = _check(tree)
+    assert [(f.kind, f.line) for f in report.findings] == [("optional_without_default", line + 3)]
+
+
+def test_cli_exit_codes_json_and_strict(tree, capsys) -> None:
+    policies, contracts = (str(p) for p in tree)
+    assert main(["policy", "check", policies, "--contracts", contracts]) == 0
+    files = tree[0] / "tools" / "files" / "files.rego"
+    line = _append(files, 'shadow_mode := input.call.input.mode\n')
+    capsys.readouterr()
+    assert main(["policy", "check", policies, "--contracts", contracts]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        f"{files}:{line}: warning: rule shadow_mode reads input.call.input.mode, which no contract of the family's "
+        "tools defines (deleteFile v1, readFile v1)",
+        "policy check: 0 errors, 1 warning (17 contracts, 6 families)",
+    ]
+    assert main(["policy", "check", policies, "--contracts", contracts, "--strict", "--json"]) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert (document["ok"], document["strict"], document["errors"], document["warnings"]) == (False, True, 0, 1)
+    assert document["findings"][0] | {"message": ""} == {
+        "severity": "warning", "kind": "undefined_field", "message": "", "file": str(files), "line": line}
+
+    shutil.copy(TEMPLATE_CONTRACT, tree[1] / "sendEmail.v1.yaml")
+    assert main(["policy", "check", policies, "--contracts", contracts]) == 1
+    assert "error: contract sendEmail v1 has no policy family" in capsys.readouterr().out
+
+
+def test_cli_needs_the_opa_binary(monkeypatch, capsys) -> None:
+    monkeypatch.setattr("app.policy.toolchain.opa_binary", lambda: None)
+    assert main(["policy", "check", str(POLICY_DIR), "--contracts", str(CONTRACTS_DIR)]) == 2
+    assert "opa binary" in capsys.readouterr().err
+
+
+def test_cli_reports_policies_that_do_not_load(tree, capsys) -> None:
+    (tree[0] / "toolgate" / "decision.rego").write_text("package toolgate\n\ndecision := \n")
+    assert main(["policy", "check", str(tree[0]), "--contracts", str(tree[1])]) == 1
+    assert "decision.rego" in capsys.readouterr().err
