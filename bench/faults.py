@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -169,11 +169,11 @@ def soak(fr: FaultRun) -> None:
 
 def _reservations(stack: Stack) -> tuple[int, int]:
     """(records in state processing with a live lease, records in processing without one)."""
-    client = redis.Redis.from_url(stack.redis_url, socket_timeout=5, decode_responses=True)
+    client = redis.Redis.from_url(stack.redis_url, socket_timeout=5)
     live = expired = 0
     for key in client.scan_iter(match="toolgate:idem:*:record", count=1000):
-        if str(client.hget(key, "state")) == "processing":
-            lease = key[: -len("record")] + "lease"
+        if cast(bytes | None, client.hget(key, "state")) == b"processing":  # sync client: bytes
+            lease = key[: -len(b"record")] + b"lease"
             if client.exists(lease):
                 live += 1
             else:

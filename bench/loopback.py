@@ -33,7 +33,6 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import IO
 
 import requests
 
@@ -290,8 +289,11 @@ class GatewayProcess:
         self.port = free_port()
         self._env = {**(os.environ if base_env is None else base_env), "TOOLGATE_LOG_LEVEL": "WARNING", **env}
         self._log_path = log_path
-        self._log: IO[bytes] | None = None
+        self._log: Path | None = None  # the file gunicorn writes to in this run
+        self._temporary_log: Path | None = None  # made when no log_path was given; removed by stop()
         self.proc: subprocess.Popen | None = None
+        #: The exit status of the last gunicorn run, once stopped (``None`` while it runs).
+        self.returncode: int | None = None
 
     @property
     def url(self) -> str:
@@ -329,12 +331,19 @@ class GatewayProcess:
         raise AssertionError("unreachable")
 
     def _start_once(self, timeout_s: float, readyz_probes: int) -> None:
-        # Kept open while gunicorn runs; closed by stop().
-        self._log = open(self._log_path, "ab") if self._log_path is not None else tempfile.TemporaryFile()  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", str(PROJECT_ROOT / "gunicorn.conf.py")],
-            cwd=PROJECT_ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
-        )
+        if self._log_path is None and self._temporary_log is None:
+            handle, name = tempfile.mkstemp(prefix="toolgate-gunicorn-", suffix=".log")
+            os.close(handle)
+            self._temporary_log = Path(name)
+        self._log = self._log_path or self._temporary_log
+        assert self._log is not None
+        self.returncode = None
+        # gunicorn holds its own copy of the descriptor: this process closes the file at once.
+        with open(self._log, "ab" if self._log_path is not None else "wb") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "gunicorn", "-c", str(PROJECT_ROOT / "gunicorn.conf.py")],
+                cwd=PROJECT_ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + timeout_s
         with requests.Session() as http:
             http.trust_env = False  # loopback only: never a proxy
@@ -364,19 +373,17 @@ class GatewayProcess:
 
     def output(self) -> str:
         """What gunicorn wrote so far (stdout and stderr) in this run."""
-        if self._log is None:
+        if self._log is None or not self._log.exists():
             return ""
-        self._log.flush()
-        if self._log_path is not None:
-            return self._log_path.read_text(errors="replace")
-        self._log.seek(0)
-        return self._log.read().decode(errors="replace")
+        return self._log.read_text(errors="replace")
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """SIGTERM (graceful), then SIGKILL after ``timeout_s``."""
         if self.proc is not None:
             _stop_process(self.proc, timeout_s)
+            self.returncode = self.proc.returncode
             self.proc = None
-        if self._log is not None:
-            self._log.close()
-            self._log = None
+        if self._temporary_log is not None:
+            self._temporary_log.unlink(missing_ok=True)
+            self._temporary_log = None
+        self._log = None

@@ -121,7 +121,8 @@ def base_settings(jwks_server: JwksServer, redis_server, tmp_path: Path, empty_d
         "jwt_jwks_refetch_cooldown_s": 10,
         # Timeouts a loaded test machine does not hit by accident (the defaults, 100 ms for
         # Redis and 50/250 ms per OPA sidecar attempt, turned slow answers into 503s when both
-        # cores were busy); the OPA deadline stays 2 s, and the tests of the timeouts set their own.
+        # cores were busy; every decide call also reads and writes its session in Redis); the OPA
+        # deadline stays 2 s, and the tests of the timeouts set their own.
         "redis_url": redis_server.url,
         "redis_socket_timeout_ms": 2000,
         "opa_connect_timeout_ms": 1000,

@@ -16,6 +16,7 @@ import pytest
 from app.audit.queries import DecisionQuery
 from tests.support.approval_policies import write_policy
 from tests.support.calls import auth, decide_body, make_token
+from tests.support.errors import assert_error
 
 HOLDER = ("u-holder", "acme", ["account_holder"])
 APPROVER = ("u-approver", "acme", ["approver"])
@@ -74,9 +75,8 @@ def test_a_requester_with_an_approver_role_cannot_approve_her_own_call_by_defaul
     gw = gateway({"approver_roles": ["account_holder"]})
     approval_id = gw.ask(pay(), HOLDER)
     for token in (make_token(*HOLDER), make_token(*HOLDER, aud=STEP_UP)):
-        resp = gw.answer(approval_id, token=token)
-        assert resp.status_code == 403, resp.get_json()
-        assert resp.get_json()["error"]["message"] == "an approval cannot be answered by its requester"
+        error = assert_error(gw.answer(approval_id, token=token), 403, "FORBIDDEN", retryable=False)
+        assert error["message"] == "an approval cannot be answered by its requester"
 
 
 def test_an_approval_is_never_accepted_with_the_token_that_made_the_request(gateway):
@@ -85,12 +85,11 @@ def test_an_approval_is_never_accepted_with_the_token_that_made_the_request(gate
     gw = gateway({"approver_roles": ["account_holder", "approver"], "allow_self_approval": True})
     token = make_token("u-agent", "acme", ["admin", "approver", "account_holder"])
     approval_id = gw.ask(pay(), token=token)
-    resp = gw.answer(approval_id, token=token)
-    assert resp.status_code == 403
-    assert resp.get_json()["error"]["message"] == "an approval cannot be given with the credential that made the request"
+    error = assert_error(gw.answer(approval_id, token=token), 403, "FORBIDDEN", retryable=False)
+    assert error["message"] == "an approval cannot be given with the credential that made the request"
     # The same token, spelled with another scheme case and spacing, is still the same credential.
     resp = gw.client.post(f"/v1/approvals/{approval_id}", json={"approved": True}, headers={"Authorization": f"bearer   {token}"})
-    assert resp.status_code == 403
+    assert_error(resp, 403, "FORBIDDEN", retryable=False)
 
 
 def test_self_approval_allowed_by_the_policy_needs_a_fresh_step_up_token(gateway):
@@ -98,16 +97,16 @@ def test_self_approval_allowed_by_the_policy_needs_a_fresh_step_up_token(gateway
     body = pay()
     approval_id = gw.ask(body, HOLDER)
     # Her ordinary token (another one than the request's): not enough.
-    resp = gw.answer(approval_id, token=make_token(*HOLDER))
-    assert resp.status_code == 403 and "step-up" in resp.get_json()["error"]["message"]
+    error = assert_error(gw.answer(approval_id, token=make_token(*HOLDER)), 403, "FORBIDDEN", retryable=False)
+    assert "step-up" in error["message"]
     # A token valid for the gateway *and* the step-up audience is not a separate credential.
     both = make_token(*HOLDER, aud=["policy-gateway", STEP_UP])
-    assert gw.answer(approval_id, token=both).status_code == 403
+    assert_error(gw.answer(approval_id, token=both), 403, "FORBIDDEN", retryable=False)
     # A stale step-up token is refused (401).
     stale = make_token(*HOLDER, aud=STEP_UP, iat=int(time.time()) - 3600, nbf=int(time.time()) - 3600)
-    assert gw.answer(approval_id, token=stale).status_code == 401
+    assert_error(gw.answer(approval_id, token=stale), 401, "UNAUTHENTICATED", retryable=False)
     # A step-up token is never accepted by the decide call.
-    assert gw.decide(pay(), token=make_token(*HOLDER, aud=STEP_UP)).status_code == 401
+    assert_error(gw.decide(pay(), token=make_token(*HOLDER, aud=STEP_UP)), 401, "UNAUTHENTICATED", retryable=False)
     resp = gw.answer(approval_id, token=make_token(*HOLDER, aud=STEP_UP))
     assert resp.status_code == 200, resp.get_json()
     data = resp.get_json()
@@ -156,15 +155,13 @@ def test_the_approver_narrows_the_input_and_the_retried_call_runs_the_approved_i
 def test_an_edit_is_validated_against_the_contract_and_may_not_add_members_or_raise_numbers(gateway):
     gw = gateway()
     approval_id = gw.ask(pay(1500))
-    for edited in ({"amount": -5, "currency": "EUR", "recipient": "acct_42"},
-                   {"amount": 1200, "currency": "EUR", "recipient": "acct_42", "memo": "x"},
-                   {"amount": 1200, "currency": "ZZZ", "recipient": "acct_42"}):
-        resp = gw.answer(approval_id, input=edited)
-        assert resp.status_code == 422, (edited, resp.get_json())
-        assert resp.get_json()["error"]["code"] == "VALIDATION_ERROR"
+    for edited, path in (({"amount": -5, "currency": "EUR", "recipient": "acct_42"}, "/amount"),
+                         ({"amount": 1200, "currency": "EUR", "recipient": "acct_42", "memo": "x"}, "/memo"),
+                         ({"amount": 1200, "currency": "ZZZ", "recipient": "acct_42"}, "/currency")):
+        assert_error(gw.answer(approval_id, input=edited), 422, "VALIDATION_ERROR", retryable=False, path=path)
     raised = gw.answer(approval_id, input={"amount": 99999, "currency": "EUR", "recipient": "acct_42"})
-    assert raised.status_code == 422 and raised.get_json()["error"]["retryable"] is False
-    assert raised.get_json()["error"]["details"]["problems"] == [{"path": "/amount", "message": "larger than the requested value"}]
+    error = assert_error(raised, 422, "VALIDATION_ERROR", retryable=False, path=["/amount"])
+    assert error["details"]["problems"] == [{"path": "/amount", "message": "larger than the requested value"}]
     # Nothing was stored by the refused edits: the approval is still pending.
     shown = gw.client.get(f"/v1/approvals/{approval_id}", headers=auth(*APPROVER)).get_json()
     assert shown["approval"]["state"] == "pending" and shown["approval"]["votes"] == []
@@ -195,7 +192,7 @@ def test_a_quorum_needs_distinct_approvers(gateway):
     assert first.status_code == 200 and first.get_json()["grant"] is None
     assert first.get_json()["approval"]["state"] == "pending" and len(first.get_json()["approval"]["votes"]) == 1
     again = gw.answer(approval_id, APPROVER)
-    assert again.status_code == 409 and "already answered" in again.get_json()["error"]["message"]
+    assert "already answered" in assert_error(again, 409, "CONFLICT", retryable=False)["message"]
     # Without the grant the call is still not allowed.
     assert gw.decide({**body, "approval": {"approval_id": approval_id}}).get_json()["reasons"] == ["approval grant missing"]
     second = gw.answer(approval_id, APPROVER_2).get_json()
@@ -211,7 +208,7 @@ def test_a_quorum_approves_one_input_and_one_denial_decides(gateway):
     edited = {"amount": 1200, "currency": "EUR", "recipient": "acct_42"}
     assert gw.answer(approval_id, APPROVER, input=edited).status_code == 200
     conflict = gw.answer(approval_id, APPROVER_2, input={**edited, "amount": 1300})
-    assert conflict.status_code == 409 and "another input" in conflict.get_json()["error"]["message"]
+    assert "another input" in assert_error(conflict, 409, "CONFLICT", retryable=False)["message"]
     adopted = gw.answer(approval_id, APPROVER_2).get_json()  # approving "as proposed"
     assert adopted["approval"]["state"] == "approved" and adopted["approval"]["answer"]["changes"][0]["approved"] == 1200
     denied_id = gw.ask(pay(1600))
@@ -251,22 +248,21 @@ def test_an_unanswered_approval_expires_to_deny_and_an_answer_after_expiry_is_re
     body = pay()
     approval_id = gw.ask(body)
     time.sleep(1.1)
-    resp = gw.answer(approval_id)
-    assert resp.status_code == 409 and resp.get_json()["error"]["code"] == "CONFLICT"
+    assert_error(gw.answer(approval_id), 409, "CONFLICT", retryable=False)
     assert gw.deps.approvals.sweep() == (1, 0)
     assert gw.deps.approvals.sweep() == (0, 0)  # once
     shown = gw.client.get(f"/v1/approvals/{approval_id}", headers=auth(*ADMIN)).get_json()["approval"]
     assert shown["state"] == "expired"
     denied = gw.decide({**body, "approval": {"approval_id": approval_id}}).get_json()
     assert denied["decision"] == "deny" and denied["reasons"] == ["approval expired unanswered"]
-    assert gw.answer(approval_id).status_code == 409
+    assert_error(gw.answer(approval_id), 409, "CONFLICT", retryable=False)
 
 
 def test_escalation_lets_the_escalation_role_answer_after_its_time(gateway):
     gw = gateway({"escalation": {"after_s": 1, "roles": ["finance_lead"]}})
     approval_id = gw.ask(pay())
     lead = ("u-lead", "acme", ["finance_lead"])
-    assert gw.answer(approval_id, lead).status_code == 403
+    assert_error(gw.answer(approval_id, lead), 403, "FORBIDDEN", retryable=False)
     assert gw.deps.approvals.sweep() == (0, 0)
     time.sleep(1.1)
     assert gw.deps.approvals.sweep() == (0, 1)
@@ -319,9 +315,11 @@ def test_a_scoped_grant_covers_later_calls_within_its_constraints_until_revoked(
     assert [(g["grant_id"], g["uses"], g["revoked"]) for g in listed] == [(grant_id, 1, False)]
     revoked = gw.client.delete(f"/v1/grants/{grant_id}", headers=auth(*APPROVER))
     assert revoked.status_code == 200 and revoked.get_json()["grant"]["revoked"] is True
-    assert gw.client.delete(f"/v1/grants/{grant_id}", headers=auth(*APPROVER)).status_code == 409
-    assert gw.client.delete(f"/v1/grants/{grant_id}", headers=auth("u-x", "acme", ["support_agent"])).status_code == 403
-    assert gw.client.delete(f"/v1/grants/{grant_id}", headers=auth("u-approver", "globex", ["approver"])).status_code == 404
+    assert_error(gw.client.delete(f"/v1/grants/{grant_id}", headers=auth(*APPROVER)), 409, "CONFLICT", retryable=False)
+    assert_error(gw.client.delete(f"/v1/grants/{grant_id}", headers=auth("u-x", "acme", ["support_agent"])), 403,
+                 "FORBIDDEN", retryable=False)
+    assert_error(gw.client.delete(f"/v1/grants/{grant_id}", headers=auth("u-approver", "globex", ["approver"])), 404,
+                 "NOT_FOUND", retryable=False)
     assert gw.decide(pay(1800)).get_json()["decision"] == "user-approval"
     assert [r.event for r in gw.records(event="grant_revoke")] == ["grant_revoke"] * 3
 
@@ -329,14 +327,16 @@ def test_a_scoped_grant_covers_later_calls_within_its_constraints_until_revoked(
 def test_scopes_the_policy_does_not_offer_or_that_do_not_fit_are_refused(gateway):
     gw = gateway({"grant_scopes": ["once", "conversation"], "max_grant_ttl_s": 900})
     approval_id = gw.ask(pay(1500))
-    for scope in ({"kind": "duration", "ttl_s": 600},                       # not offered
-                  {"kind": "conversation", "ttl_s": 600},                   # the call names no conversation
-                  {"kind": "conversation", "ttl_s": 600, "constraints": {"/amount": {"max": 1000}}}):
-        resp = gw.answer(approval_id, scope=scope)
-        assert resp.status_code == 422, (scope, resp.get_json())
+    no_conversation = "the call names no conversation"
+    for scope, why in (({"kind": "duration", "ttl_s": 600}, "not offered by the policy"),
+                       ({"kind": "conversation", "ttl_s": 600}, no_conversation),
+                       ({"kind": "conversation", "ttl_s": 600, "constraints": {"/amount": {"max": 1000}}}, no_conversation)):
+        error = assert_error(gw.answer(approval_id, scope=scope), 422, "VALIDATION_ERROR", retryable=False,
+                             path="/scope/kind")
+        assert error["details"]["problems"][0]["message"] == why, (scope, error)
     conversation = gw.ask(pay(1500, context={"conversation_id": "c-1"}))
     too_long = gw.answer(conversation, scope={"kind": "conversation", "ttl_s": 3600})
-    assert too_long.status_code == 422
+    assert_error(too_long, 422, "VALIDATION_ERROR", retryable=False, path="/scope/ttl_s")
     ok = gw.answer(conversation, scope={"kind": "conversation", "ttl_s": 600})
     assert ok.status_code == 200
     assert gw.decide(pay(1700, context={"conversation_id": "c-1"})).get_json()["decision"] == "allow"
@@ -352,7 +352,7 @@ def test_a_requester_holds_at_most_the_cap_of_pending_approvals(gateway):
     gw.ask(first)
     gw.ask(pay(1600))
     capped = gw.decide(pay(1700))
-    assert capped.status_code == 429 and capped.get_json()["error"]["code"] == "RATE_LIMITED"
+    assert_error(capped, 429, "RATE_LIMITED", retryable=True)
     assert 1 <= int(capped.headers["Retry-After"]) <= 600
     assert gw.decide(first).get_json()["decision"] == "user-approval"  # the same call finds its approval
     assert gw.ask(pay(1700), ("u-other", "acme", ["admin"]))  # another requester is not capped
@@ -374,7 +374,8 @@ def test_the_inbox_is_oldest_first_in_cursor_pages(gateway):
             break
     assert seen == ids
     for bad in ("cursor=%%%", "cursor=bm9wZQ", "cursor=12.ap_short", "limit=%C2%B2", "limit=0"):
-        assert gw.client.get(f"/v1/approvals?{bad}", headers=auth(*APPROVER)).status_code == 400, bad
+        resp = gw.client.get(f"/v1/approvals?{bad}", headers=auth(*APPROVER))
+        assert_error(resp, 400, "VALIDATION_ERROR", retryable=False, path=bad.split("=")[0])
 
 
 def test_a_long_poll_returns_when_the_approval_is_answered(gateway):
@@ -393,7 +394,8 @@ def test_a_long_poll_returns_when_the_approval_is_answered(gateway):
     still = gw.client.get(f"/v1/approvals/{pending}?wait=1", headers=auth(*ADMIN)).get_json()
     assert still["approval"]["state"] == "pending" and time.monotonic() - started >= 0.9
     for bad in ("wait=31", "wait=-1", "wait=1.5", "wait=%C2%B2"):
-        assert gw.client.get(f"/v1/approvals/{pending}?{bad}", headers=auth(*ADMIN)).status_code == 400
+        resp = gw.client.get(f"/v1/approvals/{pending}?{bad}", headers=auth(*ADMIN))
+        assert_error(resp, 400, "VALIDATION_ERROR", retryable=False, path="wait")
 
 
 # --- the shipped policies ------------------------------------------------------------------------
@@ -410,7 +412,7 @@ def test_the_shipped_banking_policy_lets_the_account_holder_confirm_with_a_step_
     answer = {"approved": True, "reason": "yes, my gift"}
     for refused in (token, make_token(*holder)):  # the agent's token, or another ordinary one of hers
         resp = client.post(f"/v1/approvals/{approval_id}", json=answer, headers=bearer(refused))
-        assert resp.status_code == 403
+        assert_error(resp, 403, "FORBIDDEN", retryable=False)
     confirmed = client.post(f"/v1/approvals/{approval_id}", json=answer, headers=bearer(make_token(*holder, aud=STEP_UP)))
     assert confirmed.status_code == 200, confirmed.get_json()
     grant = confirmed.get_json()["grant"]

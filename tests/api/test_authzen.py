@@ -10,6 +10,7 @@ import pytest
 
 from tests.mcp.conftest import CONTRACTS, POLICIES
 from tests.support.calls import auth
+from tests.support.errors import assert_error
 
 ALICE = "alice@example.com"
 
@@ -111,17 +112,20 @@ def test_every_evaluation_is_recorded_as_a_dry_run(client) -> None:
 
 def test_another_subject_than_the_caller_is_refused(client) -> None:
     other = {**EVALUATION, "subject": {"type": "user", "id": "bob@example.com"}}
-    assert client.post("/access/v1/evaluation", json=other, headers=reader()).status_code == 403
+    assert_error(client.post("/access/v1/evaluation", json=other, headers=reader()), 403, "FORBIDDEN", retryable=False)
     body = client.post("/access/v1/evaluations", json={"evaluations": [other]}, headers=reader()).get_json()
     assert body["evaluations"] == [{"decision": False, "context": {"error": {
         "status": 403, "code": "FORBIDDEN", "message": "the evaluation's subject is not the authenticated caller"}}}]
 
 
-@pytest.mark.parametrize("body", [{}, {"subject": {"type": "user", "id": ALICE}, "action": {"name": "read"}},
-                                  {**EVALUATION, "subject": {"id": ALICE}}])
-def test_an_omitted_required_attribute_is_a_bad_request(client, body) -> None:
+@pytest.mark.parametrize(("body", "missing"), [
+    ({}, ["/subject", "/action", "/resource"]),
+    ({"subject": {"type": "user", "id": ALICE}, "action": {"name": "read"}}, ["/resource"]),
+    ({**EVALUATION, "subject": {"id": ALICE}}, ["/subject/type"]),
+])
+def test_an_omitted_required_attribute_is_a_bad_request(client, body, missing) -> None:
     response = client.post("/access/v1/evaluation", json=body, headers=reader())
-    assert response.status_code == 400 and response.get_json()["error"]["code"] == "VALIDATION_ERROR"
+    assert_error(response, 400, "VALIDATION_ERROR", retryable=False, path=missing)
 
 
 def test_an_evaluation_lacking_an_entity_without_default_is_closed_with_an_error(client) -> None:
@@ -137,7 +141,7 @@ def test_unknown_members_are_ignored(client) -> None:
 
 def test_a_request_without_a_token_is_unauthorized(client) -> None:
     response = client.post("/access/v1/evaluation", json=EVALUATION)
-    assert response.status_code == 401 and response.headers["WWW-Authenticate"].startswith("Bearer ")
+    assert_error(response, 401, "UNAUTHENTICATED", retryable=False)
 
 
 def test_the_pdp_metadata_names_the_endpoints(client, make_app) -> None:

@@ -21,6 +21,7 @@ from app.policy.bundle import build_tarball, read_directory, read_tarball, with_
 from app.policy.signing import BundleSignatureError, BundleVerifier, file_hash, sign
 from tests.conftest import POLICY_DIR, PROJECT_ROOT
 from tests.support.calls import auth, decide_body
+from tests.support.errors import assert_error
 from tests.support.opa_process import OpaProcess, opa_path
 
 READ = decide_body("readFile", {"path": "/srv/reports/q1.csv"})
@@ -172,7 +173,8 @@ def test_with_a_verification_key_the_embedded_engine_refuses_unsigned_and_reload
     path.write_bytes(build_tarball(with_manifest(read_directory(policies))))  # unsigned
     app = make_app(policy_bundle=str(path), policy_verification_key=str(public), policy_poll_interval_s=0.2)
     client = app.test_client()
-    assert client.post("/v1/decide", json=READ, headers=auth(roles=["support_agent"])).status_code == 503
+    assert_error(client.post("/v1/decide", json=READ, headers=auth(roles=["support_agent"])), 503,
+                 "DEPENDENCY_UNAVAILABLE", retryable=True)
     status = app.extensions["toolgate"].engine.status()
     assert status["last_refusal"]["kind"] == "signature" and status["signature_required"] is True
 

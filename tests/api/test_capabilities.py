@@ -5,13 +5,12 @@ closed."""
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 from tests.mcp.conftest import CONTRACTS, POLICIES
 from tests.support.calls import auth
+from tests.support.errors import assert_error
+from tests.support.paths import POLICY_DIR
 from tests.support.servers import free_port
-
-SHIPPED_POLICIES = Path(__file__).resolve().parents[2] / "policies"
 
 
 def names(response) -> list[str]:
@@ -46,7 +45,7 @@ def test_the_shipped_policies_list_the_granted_and_governed_tools(make_app) -> N
 def test_a_policy_without_a_capability_document_lists_nothing(make_app, tmp_path) -> None:
     """Undefined is "may not": a copy of the shipped policies without the capability package."""
     policies = tmp_path / "policies"
-    shutil.copytree(SHIPPED_POLICIES, policies)
+    shutil.copytree(POLICY_DIR, policies)
     shutil.rmtree(policies / "toolgate" / "capability")
     client = make_app(policy_dir=policies).test_client()
     response = client.get("/v1/capabilities", headers=auth("u-1", roles=["admin"]))
@@ -57,8 +56,8 @@ def test_an_unreachable_policy_engine_lists_nothing(make_app) -> None:
     client = make_app(engine="opa", opa_url=f"http://127.0.0.1:{free_port()}", opa_deadline_ms=300,
                       policy_dir=POLICIES, contracts_dir=CONTRACTS).test_client()
     response = client.get("/v1/capabilities", headers=auth("u-1", roles=["agent"]))
-    assert response.status_code == 503 and response.get_json()["error"]["code"] == "DEPENDENCY_UNAVAILABLE"
+    assert_error(response, 503, "DEPENDENCY_UNAVAILABLE", retryable=True)
 
 
 def test_capabilities_need_a_token(make_app) -> None:
-    assert make_app().test_client().get("/v1/capabilities").status_code == 401
+    assert_error(make_app().test_client().get("/v1/capabilities"), 401, "UNAUTHENTICATED", retryable=False)

@@ -11,10 +11,11 @@ import pytest
 
 from app.policy.bundle import read_directory
 from tests.api.test_decisions_per_tool import decide_case
+from tests.conftest import POLICY_DIR
 from tests.support.calls import auth, decide_body
 from tests.support.decision_cases import CASES
 from tests.support.opa_process import OpaProcess, write_bundle
-from tests.support.paths import BANKING_CALLS, POLICY_DIR
+from tests.support.paths import BANKING_CALLS
 
 
 @pytest.fixture(scope="module")

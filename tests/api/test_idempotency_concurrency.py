@@ -4,6 +4,7 @@ reservation; the others get 409 CONFLICT (retryable) or, once completed, the rep
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -54,16 +55,18 @@ def _exactly_one_reservation(results: list[tuple[int, dict]]) -> None:
             assert body["idempotency"]["state"] == "replayed"
 
 
+def _decide_in_app(app, tool_input: dict) -> tuple[int, dict]:
+    """One createTicket decide call through ``app``'s test client: ``(status, body)``."""
+    resp = decide(app.test_client(), "createTicket", tool_input)
+    return resp.status_code, resp.get_json()
+
+
 def test_50_threads_in_one_process_one_reservation_20_times(make_app, callers):
     # 50 request threads in one worker: the pool holds one Redis connection per thread.
     app = make_app(threads=CALLERS, redis_socket_timeout_ms=2000)
     for _ in range(ROUNDS):
         tool_input = ticket_input()
-
-        def call(tool_input: dict = tool_input) -> tuple[int, dict]:
-            resp = decide(app.test_client(), "createTicket", tool_input)
-            return resp.status_code, resp.get_json()
-
+        call = functools.partial(_decide_in_app, app, tool_input)
         _exactly_one_reservation(_all_at_once(callers, call))
         done = report(app.test_client(), tool_input["clientMutationId"], "complete", {"result": ticket()})
         assert done.status_code == 200
@@ -88,14 +91,16 @@ def gateway(tmp_path_factory, redis_server):
     process.stop()
 
 
+def _decide_over_http(url: str, body: dict, headers: dict[str, str]) -> tuple[int, dict]:
+    """One decide call to the gateway at ``url``: ``(status, body)``."""
+    resp = requests.post(f"{url}/v1/decide", json=body, headers=headers, timeout=30)
+    return resp.status_code, resp.json()
+
+
 def test_50_clients_through_gunicorn_with_2_workers_one_reservation_20_times(gateway, callers):
     token = mint_dev_token(Settings(), sub="u-1", tenant="acme", roles=SUPPORT, ttl_s=600)
     headers = {"Authorization": f"Bearer {token}"}
     for _ in range(ROUNDS):
         body = decide_body("createTicket", ticket_input())
-
-        def call(body: dict = body) -> tuple[int, dict]:
-            resp = requests.post(f"{gateway.url}/v1/decide", json=body, headers=headers, timeout=30)
-            return resp.status_code, resp.json()
-
+        call = functools.partial(_decide_over_http, gateway.url, body, headers)
         _exactly_one_reservation(_all_at_once(callers, call))

@@ -20,12 +20,14 @@ from app.policy.bundle_server import BundleCache, make_server
 from app.settings import Settings
 from tests.conftest import POLICY_DIR
 from tests.support.calls import auth, decide_body
+from tests.support.errors import assert_error
 from tests.support.gateway import GatewayProcess
 from tests.support.opa_process import write_bundle
 from tests.support.servers import free_port
 
 READ = decide_body("readFile", {"path": "/srv/reports/q1.csv"})
-BROKEN_RULE = "package tools.files\n\nallow if {\n"
+# A rule of the library's form whose body is never closed: a parse error at the end of the file (line 4).
+BROKEN_RULE = 'package tools.files\n\nallow contains {"rule": "read_anywhere", "message": "any path"} if {\n'
 
 
 @pytest.fixture
@@ -49,6 +51,11 @@ def _decide(client):
     return resp.get_json()
 
 
+#: How long a test waits for a reload it only needs to happen (no latency is asserted): generous,
+#: so that a machine busy with other work does not fail it. The latency bound has its own test.
+RELOAD_WAIT_S = 15.0
+
+
 def _wait_for(predicate, timeout_s):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -59,6 +66,7 @@ def _wait_for(predicate, timeout_s):
     return predicate()
 
 
+@pytest.mark.serial  # the reload must decide within 1 s of the edit
 def test_a_changed_rule_decides_the_next_call_and_a_broken_edit_is_refused(make_app, policies):
     app = make_app(policy_dir=policies, policy_poll_interval_s=0.2)
     client = app.test_client()
@@ -73,7 +81,7 @@ def test_a_changed_rule_decides_the_next_call_and_a_broken_edit_is_refused(make_
 
     (policies / "tools" / "files" / "files.rego").write_text(BROKEN_RULE)
     engine = app.extensions["toolgate"].engine
-    refusal = _wait_for(lambda: engine.status()["last_refusal"], 2.0)
+    refusal = _wait_for(lambda: engine.status()["last_refusal"], RELOAD_WAIT_S)
     assert refusal["kind"] == "compile" and "files.rego" in refusal["detail"]
     assert refusal["revision"] == read_directory(policies).revision
     kept = _decide(client)
@@ -108,16 +116,18 @@ def test_every_thread_evaluates_one_whole_revision(make_app, policies):
             decision = engine.evaluate(policy_input)
             seen.append((decision.policy_revision, decision.decision))
 
-    threads = [threading.Thread(target=run) for _ in range(4)]
+    threads = [threading.Thread(target=run, daemon=True) for _ in range(4)]
     for t in threads:
         t.start()
-    time.sleep(0.2)
-    _revoke_read_file(policies)
-    new = read_directory(policies).revision
-    assert _wait_for(lambda: any(rev == new for rev, _ in seen[-20:]), 3.0)
-    stop.set()
-    for t in threads:
-        t.join(5)
+    try:
+        time.sleep(0.2)
+        _revoke_read_file(policies)
+        new = read_directory(policies).revision
+        assert _wait_for(lambda: any(rev == new for rev, _ in seen[-20:]), RELOAD_WAIT_S)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(5)
     assert set(seen) == {(old, "allow"), (new, "deny")}
 
 
@@ -127,7 +137,7 @@ def test_a_bundle_file_is_reloaded_when_replaced(make_app, policies, tmp_path):
     assert _decide(client)["decision"] == "allow"
     _revoke_read_file(policies)
     write_bundle(policies, tmp_path / "next.tar.gz").replace(bundle)
-    assert _wait_for(lambda: _decide(client)["decision"] == "deny", 2.0)
+    assert _wait_for(lambda: _decide(client)["decision"] == "deny", RELOAD_WAIT_S)
 
 
 def test_a_bundle_url_is_polled_with_etags(make_app, policies):
@@ -144,7 +154,7 @@ def test_a_bundle_url_is_polled_with_etags(make_app, policies):
         client = make_app(policy_bundle=url, policy_poll_interval_s=0.2).test_client()
         assert _decide(client)["decision"] == "allow"
         _revoke_read_file(policies)
-        assert _wait_for(lambda: _decide(client)["decision"] == "deny", 2.0)
+        assert _wait_for(lambda: _decide(client)["decision"] == "deny", RELOAD_WAIT_S)
     finally:
         server.shutdown()
         server.server_close()
@@ -153,7 +163,7 @@ def test_a_bundle_url_is_polled_with_etags(make_app, policies):
 def test_an_unreachable_bundle_url_is_503_and_never_allows(make_app):
     client = make_app(policy_bundle=f"http://127.0.0.1:{free_port()}/bundles/toolgate.tar.gz").test_client()
     resp = client.post("/v1/decide", json=READ, headers=auth(roles=["support_agent"]))
-    assert resp.status_code == 503
+    assert_error(resp, 503, "DEPENDENCY_UNAVAILABLE", retryable=True)
     assert client.get("/readyz").get_json()["details"]["policy_engine"]["last_refusal"]["kind"] == "unavailable"
 
 
@@ -161,6 +171,7 @@ def _dev_token(**kw):
     return mint_dev_token(Settings(), sub="u-1", tenant="acme", ttl_s=600, **kw)
 
 
+@pytest.mark.serial  # every worker must have reloaded 1 s after the edit
 def test_a_running_gateway_reloads_in_every_worker(policies, tmp_path, redis_server):
     gateway = GatewayProcess({
         "TOOLGATE_POLICY_DIR": str(policies), "TOOLGATE_POLICY_POLL_INTERVAL_S": "0.5",
@@ -190,8 +201,9 @@ def test_a_running_gateway_reloads_in_every_worker(policies, tmp_path, redis_ser
         workers = status["workers"]
         assert len(workers) == 2 and {w["revision"] for w in workers} == {changed}
         assert {w["last_refusal"]["kind"] for w in workers} == {"compile"}
-        assert requests.get(gateway.url + "/v1/policy/status", headers=agent, timeout=5).status_code == 403
-        assert requests.get(gateway.url + "/v1/policy/status", timeout=5).status_code == 401
+        assert_error(requests.get(gateway.url + "/v1/policy/status", headers=agent, timeout=5), 403, "FORBIDDEN",
+                     retryable=False)
+        assert_error(requests.get(gateway.url + "/v1/policy/status", timeout=5), 401, "UNAUTHENTICATED", retryable=False)
     finally:
         gateway.stop()
 
@@ -204,11 +216,8 @@ def test_serve_refuses_policies_that_do_not_compile(policies, tmp_path, redis_se
     })
     with pytest.raises(RuntimeError) as failed:
         gateway.start(timeout_s=30)
-    gateway.stop()
-    # The harness reaps the exited master before raising (its exit status, 1, is checked by
-    # test_toolgate_serve_exits_1_with_the_compile_error).
+    assert gateway.proc is None and gateway.returncode == 1  # exited by itself, then stopped
     message = str(failed.value)
-    assert "the gateway exited during start" in message
     assert "not starting" in message and "files.rego:4: rego_parse_error" in message
 
 

@@ -131,7 +131,7 @@ def test_push_loads_a_policy_directory_into_a_running_opa(tmp_path, make_app):
 
         broken = tmp_path / "broken"
         shutil.copytree(POLICY_DIR, broken)
-        (broken / "tools" / "files" / "files.rego").write_text("package tools.files\n\nallow if {\n")
+        (broken / "tools" / "files" / "files.rego").write_text('package tools.files\n\nallow contains {"rule": "read_anywhere", "message": "any path"} if {\n')
         refused = _toolgate("policy", "push", str(broken), "--url", opa.url)
         assert refused.returncode == 1 and "OPA refused tools/files/files.rego" in refused.stderr
     finally:

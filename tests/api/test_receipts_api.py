@@ -22,6 +22,7 @@ from app.receipts.keys import PublicKeys, key_id, private_key_pem, public_key_pe
 from app.receipts.verify import ReceiptInvalid, verify_receipt
 from tests.support.approvals import ADMIN, approve, decide, payment, with_grant
 from tests.support.calls import auth, decide_body
+from tests.support.errors import assert_error
 from tests.support.gateway import GatewayProcess
 from tests.support.idempotency import report
 
@@ -151,7 +152,7 @@ def test_a_receipt_is_never_a_bearer_token(client):
     receipt = resp.get_json()["receipt"]
     refused = client.post("/v1/decide", json=decide_body("readFile", {"path": "/srv/a"}),
                           headers={"Authorization": f"Bearer {receipt}"})
-    assert refused.status_code == 401 and refused.get_json()["error"]["code"] == "UNAUTHENTICATED"
+    assert_error(refused, 401, "UNAUTHENTICATED", retryable=False)
 
 
 def _offline_verify(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess:

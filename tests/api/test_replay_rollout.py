@@ -14,11 +14,10 @@ import pytest
 import requests
 
 from app.replay import ReplayOptions, parse_line
-from tests.conftest import PROJECT_ROOT, shared_dir
 from tests.support.calls import AUDIENCE, ISSUER, make_token
 from tests.support.gateway import GatewayProcess
+from tests.support.paths import BANKING_CALLS, PROJECT_ROOT
 
-BANKING_CALLS = shared_dir() / "data" / "agentdojo-banking" / "calls.jsonl"
 AGENTDOJO = ReplayOptions(prompt_field="task_text", conversation_field="task_id")
 
 

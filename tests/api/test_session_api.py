@@ -14,6 +14,7 @@ from urllib.parse import quote
 import pytest
 
 from tests.support.calls import auth, decide_body
+from tests.support.errors import assert_error
 from tests.support.session_policy import write_session_policy
 
 HOLDER = ("u-alice", "bank-demo", ["account_holder"])
@@ -129,8 +130,7 @@ def test_an_approved_call_takes_its_share_and_counts_its_rate_limit_once(client)
     over = decided(schedule(body(50)))  # three
     assert over["decision"] == "deny" and over["reasons"] == ["limit scheduled.daily reached (60 of 100 used in 24h)"]
     limited = schedule(body(1))  # four
-    assert limited.status_code == 429, limited.get_json()
-    error = limited.get_json()["error"]
+    error = assert_error(limited, 429, "RATE_LIMITED", retryable=True)
     assert error["details"] == {"rate_limit": "tool.schedule_transaction", "scope": "subject"}
     assert 1100 <= error["retry_after_seconds"] <= 1200  # one slot of 3600 s / 3 frees up
 
@@ -181,9 +181,8 @@ def test_the_rule_of_two_needs_all_three_in_one_conversation(client):
 
 
 def _rate_limited(resp, rate_limit: str) -> dict[str, Any]:
-    assert resp.status_code == 429, resp.get_json()
+    assert_error(resp, 429, "RATE_LIMITED", retryable=True)
     body = resp.get_json()
-    assert body["ok"] is False and body["error"]["code"] == "RATE_LIMITED" and body["error"]["retryable"] is True
     assert body["error"]["details"]["rate_limit"] == rate_limit
     seconds = body["error"]["retry_after_seconds"]
     assert resp.headers["Retry-After"] == str(seconds) and 1 <= seconds <= 30

@@ -29,6 +29,7 @@ from app.policy.toolchain import opa_binary
 from app.settings import Settings
 from tests.conftest import POLICY_DIR, PROJECT_ROOT
 from tests.support.calls import decide_body
+from tests.support.errors import assert_error
 from tests.support.gateway import GatewayProcess
 
 PAYMENTS = Path("tools/payments/payments.rego")
@@ -202,7 +203,7 @@ def test_explain_says_what_it_cannot_explain(rollout):
     gateway, workdir, _ = rollout
     body = decide_body("readFile", {"path": ""}, dry_run=True)  # fails its contract: never evaluated
     refused = requests.post(f"{gateway.url}/v1/decide", json=body, headers=_token("admin"), timeout=30)
-    assert refused.status_code == 422  # VALIDATION_ERROR
+    assert_error(refused, 422, "VALIDATION_ERROR", retryable=False, path="/path")
     unexplained = _toolgate(workdir, "policy", "explain", refused.headers["X-Decision-Id"])
     assert unexplained.returncode == 1 and "is not a decided decide call" in unexplained.stderr
     unknown = _toolgate(workdir, "policy", "explain", "01M8S2GK6QPAHV5XDHQMAZE3DE")

@@ -47,19 +47,14 @@ def test_malformed_bodies_are_400(client, raw):
 def test_a_number_a_float_cannot_keep_is_400_not_rounded(client, number):
     """The policy must judge the number the tool service will read, not its rounded float."""
     raw = b'{"tool": "processPayment", "input": {"amount": ' + number + b', "currency": "EUR", "recipient": "acct_42"}}'
-    resp = _post(client, raw)
-    _invalid(resp, 400)
-    body = resp.get_json()
-    assert body["error"]["message"] == "request body has a number with more digits than a 64-bit float keeps"
+    error = _invalid(_post(client, raw), 400)
+    assert error["message"] == "request body has a number with more digits than a 64-bit float keeps"
 
 
 @pytest.mark.parametrize("number", [b"0.1", b"1.10", b"1e2", b"0.30000000000000004", b"-0.0"])
 def test_numbers_a_float_keeps_are_read(client, number):
     raw = b'{"tool": "readFile", "input": {"path": "/srv/reports/q1.csv", "n": ' + number + b"}}"
-    resp = _post(client, raw)
-    _invalid(resp, 422, path="/n")  # parsed, then refused by the contract: no member n
-    body = resp.get_json()
-    assert [p["path"] for p in body["error"]["details"]["problems"]] == ["/n"]
+    _invalid(_post(client, raw), 422, ["/n"])  # parsed, then refused by the contract: no member n
 
 
 @pytest.mark.parametrize("raw", [b"[]", b'[{"tool": "readFile"}]', b'"x"', b"42", b"null"])

@@ -13,6 +13,7 @@ import uuid
 import pytest
 
 from tests.support.calls import auth, decide_body
+from tests.support.errors import assert_error
 from tests.support.servers import RedisServer
 from tests.support.session_policy import write_session_policy
 
@@ -40,8 +41,8 @@ def _read(client) -> object:
 
 
 def _unavailable(resp) -> None:
-    assert resp.status_code == 503, resp.get_json()
-    assert resp.get_json()["error"]["code"] == "DEPENDENCY_UNAVAILABLE" and resp.headers["Retry-After"] == "1"
+    assert_error(resp, 503, "DEPENDENCY_UNAVAILABLE", retryable=True)
+    assert resp.headers["Retry-After"] == "1"
 
 
 def test_redis_stopped_fails_every_call_closed_and_records_it(session_app, own_redis):

@@ -69,9 +69,9 @@ def _corpus(store) -> list:
         {"tenant": "acme", "subject_id": "alice", "tool": "processPayment", "decision": "user-approval", "approval_id": "ap-7"},
         {"tenant": "acme", "subject_id": "alice", "tool": "readFile", "decision": None, "error_code": "VALIDATION_ERROR"},
         {"tenant": "acme", "subject_id": "carol", "tool": "processPayment", "decision": "allow", "event": "approval_answer",
-             "approval_id": "ap-7", "approver_id": "carol"},
+         "approval_id": "ap-7", "approver_id": "carol"},
         {"tenant": "acme", "subject_id": "bob", "tool": "createTicket", "decision": "allow",
-             "idempotency_key_hash": hash_idempotency_key("s", "key-1"), "request_id": "req-special"},
+         "idempotency_key_hash": hash_idempotency_key("s", "key-1"), "request_id": "req-special"},
         {"tenant": "globex", "subject_id": "alice", "tool": "readFile", "decision": "allow"},
     ]
     start = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)

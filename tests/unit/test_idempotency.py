@@ -8,7 +8,6 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, replace
-from typing import Any
 
 import pytest
 from redis.crc import key_slot
@@ -333,21 +332,22 @@ def test_check_uses_the_contract_lease_and_retry_safety(backend):
     assert reservations.check(_validated(EXPORT_REPORT, data, None), store) is None
 
 
+def _claim_together(store, call, barrier: threading.Barrier, outcomes: list[object]) -> None:
+    """Claim ``call`` once all threads wait on ``barrier``; appends the claim or the 409."""
+    barrier.wait()
+    try:
+        outcomes.append(store.claim(call))
+    except Conflict as exc:
+        outcomes.append(exc.http_status)
+
+
 def test_one_claim_wins_among_50_threads(backend):
     store = backend.store()
     for _ in range(5):
         call = _call(_scope())
         barrier = threading.Barrier(50)
         outcomes: list[object] = []
-
-        def claim(barrier: threading.Barrier = barrier, outcomes: list[object] = outcomes, call: Any = call) -> None:
-            barrier.wait()
-            try:
-                outcomes.append(store.claim(call))
-            except Conflict as exc:
-                outcomes.append(exc.http_status)
-
-        threads = [threading.Thread(target=claim) for _ in range(50)]
+        threads = [threading.Thread(target=_claim_together, args=(store, call, barrier, outcomes)) for _ in range(50)]
         for thread in threads:
             thread.start()
         for thread in threads:

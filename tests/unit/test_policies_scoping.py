@@ -20,8 +20,9 @@ from opa_bindings import OpaEngine
 
 from app.contracts.registry import ContractRegistry
 from app.policy.bundle import load_bundle
+from tests.conftest import CONTRACTS_DIR, POLICY_DIR
 from tests.support.decision_cases import CASES
-from tests.support.paths import BANKING_CALLS, CONTRACTS_DIR, POLICY_DIR
+from tests.support.paths import BANKING_CALLS
 
 CARELESS_FAMILIES = {
     # The experiment of the issue, written the new way: it declares another tool.

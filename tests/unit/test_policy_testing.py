@@ -221,7 +221,7 @@ def test_syntax_error_raises_naming_the_file(policy_copy: Path):
 
 
 def test_compile_error_raises_naming_the_file(policy_copy: Path, engine):
-    _write(policy_copy, "tools/oops.rego", "package tools.oops\n\nallow if {\n\tx\n}\n")
+    _write(policy_copy, "tools/oops.rego", 'package tools.oops\n\nallow contains {"rule": "unbound", "message": "x is never bound"} if {\n\tx\n}\n')
     with pytest.raises(PolicyLoadError) as info:
         load_bundle(engine, policy_copy, include_tests=False)
     assert "tools/oops.rego:4" in str(info.value)

@@ -5,7 +5,7 @@ Two checks over every text file of both trees:
 
 - no path into the folder of reference data that sits beside a clone on the development
   machines (a path segment named ``shared``, as in ``..`` then ``shared``, or a ``"shared"``
-  joined onto a path), and not the environment variable that used to name it;
+  joined onto a path), and not the environment variable or the helper that used to name it;
 - in Python, every ``Path(__file__)``-relative path (``.parent`` chains and ``.parents[n]``)
   stays inside the repository root.
 """
@@ -28,6 +28,7 @@ OUTSIDE = {
     "a path segment 'shared'": re.compile(r"[/\\]" + "shared" + r"([/\\'\"]|$)"),
     "a 'shared' folder joined onto a path": re.compile(r"/\s*['\"]" + "shared" + r"['\"]"),
     "the variable that named a folder outside": re.compile("TOOLGATE_" + "SHARED" + "_DIR"),
+    "the helper that returned that folder": re.compile(r"\b" + "shared" + r"_dir\b"),
 }
 
 
