@@ -12,6 +12,15 @@ import sys
 from pythonjsonlogger.json import JsonFormatter
 
 
+def json_formatter() -> logging.Formatter:
+    """The formatter of every log line: ``{"time", "level", "logger", "message", ...extra}``."""
+    return JsonFormatter(
+        "{asctime}{levelname}{name}{message}",
+        style="{",
+        rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+    )
+
+
 def configure_logging(level: str = "INFO") -> None:
     """Route the root logger to stderr as JSON lines (idempotent)."""
     root = logging.getLogger()
@@ -19,13 +28,7 @@ def configure_logging(level: str = "INFO") -> None:
         root.setLevel(level)
         return
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(
-        JsonFormatter(
-            "{asctime}{levelname}{name}{message}",
-            style="{",
-            rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
-        )
-    )
+    handler.setFormatter(json_formatter())
     handler._toolgate = True  # type: ignore[attr-defined]
     root.addHandler(handler)
     root.setLevel(level)

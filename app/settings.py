@@ -125,6 +125,18 @@ class EngineSettings(_Section):
     )
 
 
+class EnginePoolSettings(_Section):
+    """The embedded engine's OPA engines in each worker."""
+
+    engine_pool_size: int = Field(
+        2,
+        ge=1,
+        le=256,
+        description="OPA engines per worker, lent to request threads one evaluation at a time (each holds the "
+        "compiled policies, about 13 MiB with the shipped ones; a thread waits while all are busy).",
+    )
+
+
 class OpaSidecarSettings(_Section):
     """The OPA sidecar client (``TOOLGATE_ENGINE=opa``): timeouts, retries inside one deadline."""
 
@@ -796,6 +808,7 @@ SECTIONS: tuple[type[BaseModel], ...] = (
     RequestLimits,
     JwtSettings,
     EngineSettings,
+    EnginePoolSettings,
     OpaSidecarSettings,
     PolicyBundleSettings,
     TenantDataSettings,
@@ -821,6 +834,7 @@ class Settings(
     WebhookSettings,
     ConsoleSettings,
     EngineSettings,
+    EnginePoolSettings,
     OpaSidecarSettings,
     PolicyBundleSettings,
     TenantDataSettings,

@@ -1,7 +1,7 @@
 """The embedded policy engine alone, in-process: two workloads.
 
 (d) ``run_engine_bench``: for the same policy inputs (the documents the mix's kinds produce),
-time ``EmbeddedEngine.evaluate(input)`` (thread-local engine lookup, evaluation, strict
+time ``EmbeddedEngine.evaluate(input)`` (an engine lent from the pool, evaluation, strict
 normalization) and the raw ``opa_bindings.OpaEngine.eval_document("toolgate.decision", input)``
 on an engine loaded with the same bundle.
 

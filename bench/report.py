@@ -3,22 +3,24 @@
 ``summarize(run)`` turns a ``WrkRun`` into ``{rps, p50_ms, p90_ms, p99_ms, p99_9_ms,
 requests, errors, unexpected}``; ``build_results`` assembles the document written by
 ``--out`` (keys listed in ``RESULT_KEYS``) and ``format_table`` prints it. Targets are those of
-DESIGN §8.
+DESIGN §8, plus the worker CPU per decide call in the mix.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from bench.phases import format_phases
 from bench.workloads import unexpected
 from bench.wrk import WrkRun
 
 RESULT_KEYS = (
     "ceiling_rps", "decide_rps", "mix_rps", "ratio_decide", "ratio_mix", "p50_ms", "p99_ms",
-    "p99_ms_half_load", "engine_us", "raw_engine_us", "engine_overhead_ratio", "rss_mib", "rss_growth_mib",
+    "p99_ms_half_load", "worker_cpu_ms_per_decide", "engine_us", "raw_engine_us", "engine_overhead_ratio", "rss_mib", "rss_growth_mib",
 )
 TARGETS = {
     "ratio_mix": (">=", 0.5),
+    "worker_cpu_ms_per_decide": ("<=", 1.5),
     "p99_ms_half_load": ("<=", 10.0),
     "engine_overhead_ratio": ("<=", 2.0),
     "rss_mib": ("<", 150.0),
@@ -102,6 +104,7 @@ def build_results(
         "p50_ms": mix["p50_ms"],
         "p99_ms": mix["p99_ms"],
         "p99_ms_half_load": half["p99_ms"] if half else None,
+        "worker_cpu_ms_per_decide": mix.get("worker_cpu_ms_per_call"),
         "engine_us": _r(engine["engine_us"], 1) if engine else None,
         "raw_engine_us": _r(engine["raw_engine_us"], 1) if engine else None,
         "engine_overhead_ratio": _ratio(engine["engine_us"], engine["raw_engine_us"]) if engine else None,
@@ -128,7 +131,8 @@ def _fmt(value: Any, unit: str = "") -> str:
 
 def format_table(results: dict[str, Any]) -> str:
     """A plain-text table of the workloads, the ratios and the targets."""
-    lines = [f"{'workload':<22}{'req/s':>10}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'p99.9 ms':>10}{'errors':>8}"]
+    lines = [f"{'workload':<22}{'req/s':>10}{'p50 ms':>9}{'p90 ms':>9}{'p99 ms':>9}{'p99.9 ms':>10}{'errors':>8}"
+             f"{'CPU ms/call':>13}"]
     names = {"ceiling": "(a) GET /healthz", "decide": "(b) decide allow", "mix": "(c) mix, peak",
              "mix_half_load": "(c) mix, half peak"}
     for key, label in names.items():
@@ -137,6 +141,7 @@ def format_table(results: dict[str, Any]) -> str:
             lines.append(
                 f"{label:<22}{_fmt(w['rps']):>10}{_fmt(w['p50_ms']):>9}{_fmt(w['p90_ms']):>9}"
                 f"{_fmt(w['p99_ms']):>9}{_fmt(w['p99_9_ms']):>10}{w['errors']:>8}"
+                f"{_fmt(w.get('worker_cpu_ms_per_call')):>13}"
             )
     lines.append("")
     lines.append(f"(d) engine: {_fmt(results['engine_us'])} us/eval embedded vs {_fmt(results['raw_engine_us'])} us raw")
@@ -144,6 +149,35 @@ def format_table(results: dict[str, Any]) -> str:
     n = results.get("decisions_total")
     lines.append(f"worker RSS after {n if n is not None else '100k'} decisions {_fmt(results['rss_mib'], ' MiB')}, "
                  f"growth over the second half {_fmt(results['rss_growth_mib'], ' MiB')}")
+    variants = results.get("variants")
+    if variants:
+        base = variants[0]["mix"]
+        lines.append("")
+        lines.append(f"{'variant (c) mix':<22}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}{'CPU ms/call':>13}"
+                     f"{'CPU ratio':>11}{'RSS MiB':>9}")
+        for v in variants:
+            m = v["mix"]
+            cpu_ratio = _ratio(m.get("worker_cpu_ms_per_call"), base.get("worker_cpu_ms_per_call"))
+            lines.append(f"{v['name']:<22}{_fmt(m['rps']):>10}{_fmt(m['p50_ms']):>9}{_fmt(m['p99_ms']):>9}"
+                         f"{m['errors']:>8}{_fmt(m.get('worker_cpu_ms_per_call')):>13}{_fmt(cpu_ratio):>11}"
+                         f"{_fmt(v.get('rss_mib')):>9}")
+    anchors = results.get("anchors")
+    if anchors:
+        bare, side = anchors["bare_opa"], anchors["sidecar_mix"]
+        lines.append("")
+        lines.append(f"{'anchor':<22}{'req/s':>10}{'p50 ms':>9}{'p99 ms':>9}{'errors':>8}{'worker CPU ms':>15}{'OPA CPU ms':>12}")
+        lines.append(f"{'bare opa run --server':<22}{_fmt(bare['rps']):>10}{_fmt(bare['p50_ms']):>9}{_fmt(bare['p99_ms']):>9}"
+                     f"{bare['errors']:>8}{'-':>15}{_fmt(bare.get('opa_cpu_ms_per_call')):>12}")
+        lines.append(f"{'(c) mix, ENGINE=opa':<22}{_fmt(side['rps']):>10}{_fmt(side['p50_ms']):>9}{_fmt(side['p99_ms']):>9}"
+                     f"{side['errors']:>8}{_fmt(side.get('worker_cpu_ms_per_call')):>15}"
+                     f"{_fmt(side.get('opa_cpu_ms_per_call')):>12}")
+        lines.append(f"ratios: mix ENGINE=opa / mix embedded {_fmt(anchors['ratio_sidecar_mix_to_embedded_mix'])}, "
+                     f"(b) embedded / bare OPA {_fmt(anchors['ratio_embedded_decide_to_bare_opa'])}, "
+                     f"(c) embedded / bare OPA {_fmt(anchors['ratio_embedded_mix_to_bare_opa'])}")
+    phases = results.get("phases_us")
+    if phases:
+        lines.append("")
+        lines.append(format_phases(phases))
     lines.append("")
     for key, met in results["targets"].items():
         op, limit = TARGETS[key]

@@ -5,11 +5,18 @@ Order of work (each workload lasts ``--duration`` seconds, default 30):
 1. (d) the engine alone, in-process, before any server runs (no CPU contention);
 2. start Redis and the gateway (``bench.stack``: gunicorn gthread, production settings),
    seed the replay keys, warm up with the mix;
-3. (a) ``GET /healthz``, (b) the read-only allow decision, (c) the mix at full speed, then the
-   mix paced at half of (c)'s rate for ``p99_ms_half_load``;
-4. memory: more of the mix until the gateway's ``toolgate_decisions_total`` reaches 50k, sample
-   each worker's RSS, again until 100k, sample again;
-5. write the JSON (``--out``) and print the table.
+3. the CPU per phase of one decide call of each kind (``bench.phases``, in its own process
+   against the same Redis, while the gateway idles);
+4. (a) ``GET /healthz``, (b) the read-only allow decision, (c) the mix at full speed, then the
+   mix paced at half of (c)'s rate for ``p99_ms_half_load``; for each, the workers' CPU per
+   request (``utime + stime`` of every worker from /proc, over the workload);
+5. memory: more of the mix until the gateway's ``toolgate_decisions_total`` reaches 50k, sample
+   each worker's RSS, again until 100k, sample again; stop the gateway;
+6. ``--variant``s: the mix against a gateway with the run's settings (``baseline``), then one
+   per variant;
+7. the anchors (unless ``--no-anchors``): a bare ``opa run --server`` asked the mix's policy
+   queries, then the mix through a gateway with ``TOOLGATE_ENGINE=opa`` using it as sidecar;
+8. write the JSON (``--out``) and print the table.
 
 Load comes from one wrk process on loopback (``--wrk-threads``, ``--connections``). wrk and the
 gateway share the machine's cores, as they would in any single-host measurement; the ratios
@@ -31,9 +38,11 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from bench.anchors import OpaServer, bare_opa_config, sidecar_env
 from bench.engine import run_engine_bench
+from bench.phases import run_in_subprocess as run_phases
 from bench.report import build_results, format_table, summarize
-from bench.stack import Stack, metric_sum, rss_mib
+from bench.stack import Stack, cpu_seconds, metric_sum, rss_mib
 from bench.workloads import ceiling_config, decide_config, mix_config, seed_replays
 from bench.wrk import WrkRun, build_script, ensure_wrk, run_wrk
 
@@ -62,6 +71,8 @@ class Bench:
         self.wrk_threads = wrk_threads
         self.replay_keys: list[str] = []
         self.features: dict[str, bool] = {}
+        #: Worker CPU seconds (all workers, ``utime + stime``) of each workload run, by name.
+        self.worker_cpu_s: dict[str, float] = {}
 
     def script(self, script: str, config: dict[str, Any], name: str) -> Path:
         """Write the wrk script ``name`` (``bench/lua/<script>.lua`` with ``config``)."""
@@ -70,8 +81,21 @@ class Bench:
         return build_script(script, config, directory)
 
     def _wrk(self, script: str, config: dict[str, Any], name: str, duration_s: float) -> WrkRun:
-        return run_wrk(self.stack.url, self.script(script, config, name), duration_s=duration_s,
-                       connections=self.connections, threads=self.wrk_threads)
+        path = self.script(script, config, name)
+        before = cpu_seconds(self.stack.worker_pids())
+        run = run_wrk(self.stack.url, path, duration_s=duration_s, connections=self.connections,
+                      threads=self.wrk_threads)
+        after = cpu_seconds(list(before))
+        self.worker_cpu_s[name] = sum(after[pid] - before[pid] for pid in after)
+        return run
+
+    def measured(self, run: WrkRun, name: str, *, check_kinds: bool = False) -> dict[str, Any]:
+        """``summarize(run)`` plus ``worker_cpu_ms_per_call``: the CPU of every worker over the
+        workload ``name`` divided by its requests (workers that exited meanwhile not counted)."""
+        summary = summarize(run, check_kinds=check_kinds)
+        cpu_s = self.worker_cpu_s.get(name)
+        summary["worker_cpu_ms_per_call"] = round(cpu_s * 1000 / run.requests, 3) if cpu_s is not None and run.requests else None
+        return summary
 
     def seed(self) -> None:
         """Complete the replay keys; learn which features the gateway has."""
@@ -103,6 +127,98 @@ class Bench:
         return count
 
 
+def run_anchors(args: argparse.Namespace, workdir: Path, duration: float, mix: dict[str, Any],
+                decide: dict[str, Any]) -> dict[str, Any]:
+    """The anchors (``bench.anchors``), after the embedded gateway stopped: a bare OPA server
+    asked the mix's policy queries, then the mix through a gateway with ``TOOLGATE_ENGINE=opa``
+    using that server as its sidecar. ``mix`` / ``decide``: the embedded gateway's (c) and (b),
+    for the ratios."""
+    opa = OpaServer(workdir / "opa").start()
+    try:
+        script = build_script("rotate", bare_opa_config(), _workdir_for(workdir, "bare-opa"))
+        before = cpu_seconds([opa.pid])
+        run = run_wrk(opa.url, script, duration_s=duration, connections=args.connections, threads=args.wrk_threads)
+        opa_cpu = cpu_seconds([opa.pid])[opa.pid] - before[opa.pid]
+        bare = summarize(run)
+        bare["opa_cpu_ms_per_call"] = round(opa_cpu * 1000 / run.requests, 3) if run.requests else None
+        bare["decisions"] = {f"{status}:{decision}": n for (_, status, decision), n in run.responses.items()}
+        _log(f"    bare OPA {bare['rps']} req/s; the mix with TOOLGATE_ENGINE=opa")
+        stack = Stack(workdir / "sidecar-stack", workers=args.workers, threads=args.threads,
+                      worker_connections=args.worker_connections,
+                      extra_env={"TOOLGATE_AUDIT_SQLITE_SYNCHRONOUS": args.audit_synchronous, **sidecar_env(opa.url)}).start()
+        try:
+            bench = Bench(stack, workdir / "sidecar", connections=args.connections, wrk_threads=args.wrk_threads)
+            (workdir / "sidecar").mkdir(exist_ok=True)
+            bench.seed()
+            bench.mix(min(5.0, duration), name="warmup")
+            before = cpu_seconds([opa.pid])
+            sidecar = bench.measured(bench.mix(duration), "mix", check_kinds=True)
+            requests_n = sidecar["requests"]
+            opa_cpu = cpu_seconds([opa.pid])[opa.pid] - before[opa.pid]
+            sidecar["opa_cpu_ms_per_call"] = round(opa_cpu * 1000 / requests_n, 3) if requests_n else None
+        finally:
+            stack.stop()
+    finally:
+        opa.stop()
+
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return round(a / b, 3) if a and b else None
+
+    return {
+        "bare_opa": bare,
+        "sidecar_mix": sidecar,
+        "ratio_sidecar_mix_to_embedded_mix": ratio(sidecar["rps"], mix["rps"]),
+        "ratio_embedded_decide_to_bare_opa": ratio(decide["rps"], bare["rps"]),
+        "ratio_embedded_mix_to_bare_opa": ratio(mix["rps"], bare["rps"]),
+    }
+
+
+def parse_variant(text: str) -> tuple[str, int | None, dict[str, str]]:
+    """``NAME:KEY=VALUE,...`` -> (name, threads or None, environment). The key ``threads`` sets
+    gthreads per worker; every other key is an environment variable of the gateway
+    (``TOOLGATE_ENGINE_GO_MAX_PROCS=1``). Raises ``ValueError`` for another shape."""
+    name, sep, rest = text.partition(":")
+    if not sep or not name:
+        raise ValueError(f"variant {text!r} is not NAME:KEY=VALUE,...")
+    threads, env = None, {}
+    for pair in filter(None, rest.split(",")):
+        key, eq, value = pair.partition("=")
+        if not eq or not key:
+            raise ValueError(f"variant {text!r}: {pair!r} is not KEY=VALUE")
+        if key == "threads":
+            threads = int(value)
+        else:
+            env[key] = value
+    return name, threads, env
+
+
+def run_variant(args: argparse.Namespace, workdir: Path, duration: float, text: str) -> dict[str, Any]:
+    """The mix at full speed against a gateway started with the variant ``text``
+    (``parse_variant``) and otherwise the run's settings; its figures, settings and the largest
+    worker RSS after it (MiB)."""
+    name, threads, env = parse_variant(text)
+    stack = Stack(workdir / f"variant-{name}", workers=args.workers, threads=threads or args.threads,
+                  worker_connections=args.worker_connections,
+                  extra_env={"TOOLGATE_AUDIT_SQLITE_SYNCHRONOUS": args.audit_synchronous, **env}).start()
+    try:
+        bench = Bench(stack, _workdir_for(workdir, f"variant-{name}-wrk"), connections=args.connections,
+                      wrk_threads=args.wrk_threads)
+        bench.seed()
+        bench.mix(min(5.0, duration), name="warmup")
+        mix = bench.measured(bench.mix(duration), "mix", check_kinds=True)
+        rss = worker_rss(stack)
+    finally:
+        stack.stop()
+    return {"name": name, "threads": threads or args.threads, "env": env, "mix": mix,
+            "rss_mib": round(max(rss.values()), 1) if rss else None}
+
+
+def _workdir_for(workdir: Path, name: str) -> Path:
+    directory = workdir / name
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
 def memory_decisions(duration_s: float) -> int:
     """Decisions before the last RSS sample: 100k for workloads of 30 s or more, scaled down
     (at least 10k) for shorter ones, so that a short run takes under two minutes."""
@@ -127,14 +243,16 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
             bench.seed()
             _log(f"gateway up at {stack.url}, workers {stack.worker_pids()}, features {bench.features}")
             bench.mix(min(5.0, duration), name="warmup")
+            _log(f"per-phase CPU of one decide call ({args.phase_calls} calls per kind, in-process)")
+            phases = run_phases(stack.settings_env(), workdir / "phases", args.phase_calls)
             _log("(a) ceiling")
-            ceiling = summarize(bench.ceiling(duration))
+            ceiling = bench.measured(bench.ceiling(duration), "ceiling")
             _log(f"    {ceiling['rps']} req/s; (b) decide allow")
-            decide = summarize(bench.decide(duration), check_kinds=True)
+            decide = bench.measured(bench.decide(duration), "decide", check_kinds=True)
             _log(f"    {decide['rps']} req/s; (c) mix")
-            mix = summarize(bench.mix(duration), check_kinds=True)
+            mix = bench.measured(bench.mix(duration), "mix", check_kinds=True)
             _log(f"    {mix['rps']} req/s; (c) mix paced at {mix['rps'] / 2:.0f} req/s")
-            half = summarize(bench.mix(duration, rate=mix["rps"] / 2, name="half"), check_kinds=True)
+            half = bench.measured(bench.mix(duration, rate=mix["rps"] / 2, name="half"), "half", check_kinds=True)
             _log(f"    p99 {half['p99_ms']} ms; memory: mix until {args.decisions // 2} decisions")
             bench.mix_until(args.decisions // 2, mix["rps"])
             rss_50k = worker_rss(stack)
@@ -148,9 +266,21 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
                 "error_responses_total": int(metric_sum(metrics_text, "toolgate_errors_total")),
                 "decision_log_bytes": stack.audit_path.stat().st_size if stack.audit_path.exists() else None,
                 "features": bench.features,
+                "phases_us": phases,
             }
         finally:
             stack.stop()
+        if args.variant:
+            # The run's own settings once more beside the variants, so that every variant is
+            # compared with a gateway measured in the same stretch of the run.
+            extra["variants"] = []
+            for text in ["baseline:", *args.variant]:
+                _log(f"variant {text}: the mix")
+                extra["variants"].append(run_variant(args, workdir, duration, text))
+                _log(f"    {extra['variants'][-1]['mix']['rps']} req/s")
+        if args.anchors:
+            _log("anchors: a bare opa run --server, then the mix with TOOLGATE_ENGINE=opa")
+            extra["anchors"] = run_anchors(args, workdir, duration, mix, decide)
         extra.update(
             duration_s=duration,
             settings={"workers": args.workers, "threads": args.threads, "connections": args.connections,
@@ -183,6 +313,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="decisions before the last RSS sample (default 100k; scaled down for --duration under 30)")
     p.add_argument("--audit-synchronous", choices=("FULL", "NORMAL"), default="FULL",
                    help="SQLite decision log durability (default FULL, the shipped default: fsync per record)")
+    p.add_argument("--phase-calls", type=int, default=300,
+                   help="calls per kind of the in-process per-phase CPU breakdown (default 300)")
+    p.add_argument("--variant", action="append", default=[], metavar="NAME:KEY=VALUE,...",
+                   help="also run the mix against a gateway with these settings (threads=N or TOOLGATE_* / Go "
+                        "variables), after a baseline gateway with the run's own settings; repeatable")
+    p.add_argument("--no-anchors", dest="anchors", action="store_false",
+                   help="skip the anchors (a bare OPA server, the mix with TOOLGATE_ENGINE=opa)")
     p.add_argument("--keep", action="store_true", help="keep the work directory (logs, scripts, SQLite)")
     return p
 

@@ -22,7 +22,7 @@ import requests
 
 from bench.loopback import PROJECT_ROOT, GatewayProcess, RedisServer
 
-__all__ = ["AUDIENCE", "ISSUER", "PROJECT_ROOT", "Stack", "metric_sum", "rss_mib"]
+__all__ = ["AUDIENCE", "ISSUER", "PROJECT_ROOT", "Stack", "cpu_seconds", "metric_sum", "rss_mib"]
 
 ISSUER = "https://idp.bench.toolgate.local"
 AUDIENCE = "toolgate-bench"
@@ -34,6 +34,22 @@ def rss_mib(pid: int) -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     raise OSError(f"no VmRSS for pid {pid}")
+
+
+def cpu_seconds(pids: list[int]) -> dict[int, float]:
+    """CPU seconds (``utime + stime`` of /proc/<pid>/stat, every thread of the process: the Go
+    runtime's and the decision log writer's included) of each of ``pids`` still alive."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        # Fields after the ")" that ends the command name: state is field 3, utime 14, stime 15.
+        fields = stat[stat.rindex(")") + 2:].split()
+        out[pid] = (int(fields[11]) + int(fields[12])) / ticks
+    return out
 
 
 class Stack:

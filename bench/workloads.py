@@ -60,7 +60,7 @@ _BODIES = {
     "replay": ("processPayment", {"amount": 100, "currency": "EUR", "recipient": "acct_7"}),
     "invalid": ("exportReport", {"start_date": "2026-03-31", "end_date": "2026-01-01"}),
 }
-_ROLES = {
+ROLES = {
     "allow": "support_agent",
     "deny": "developer",
     "approval": "admin",
@@ -90,7 +90,7 @@ def decide_body(kind: str, conversation: str = "bench-1") -> str:
 
 def tokens(secret: str) -> dict[str, str]:
     """One token per role used by the kinds."""
-    return {role: mint_token(secret, role) for role in sorted(set(_ROLES.values()))}
+    return {role: mint_token(secret, role) for role in sorted(set(ROLES.values()))}
 
 
 def mix_deck(weights: dict[str, int] = MIX_WEIGHTS, seed: int = 7) -> list[str]:
@@ -121,7 +121,7 @@ def mix_config(secret: str, replay_keys: list[str], *, rate: float = 0.0, thread
     toks = tokens(secret)
     kinds: dict[str, Any] = {}
     for kind in MIX_WEIGHTS:
-        spec: dict[str, Any] = {"method": "POST", "path": "/v1/decide", "headers": _headers(toks[_ROLES[kind]]),
+        spec: dict[str, Any] = {"method": "POST", "path": "/v1/decide", "headers": _headers(toks[ROLES[kind]]),
                                 "body": decide_body(kind, "{{conversation}}")}
         if kind in ("approval", "mutating"):
             spec["key"] = "fresh"

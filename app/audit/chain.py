@@ -23,10 +23,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-import rfc8785
-
 from app.audit.interfaces import DecisionLogReader
 from app.audit.records import GENESIS_HASH, AuditEvent, AuditRecord, ChainEntry, Checkpoint, SignedHead
+from app.fingerprint import canonical_json
 from app.timefmt import format_us
 
 if TYPE_CHECKING:
@@ -54,7 +53,7 @@ def canonical_members(event: AuditEvent) -> dict[str, bytes]:
     """The RFC 8785 canonical JSON of each member of ``event``'s document, by name: the slow
     part of sealing, done before the store's write lock. Raises ``ValueError`` when a value
     cannot be canonicalized."""
-    return {name: rfc8785.dumps(value) for name, value in event.to_doc().items()}
+    return {name: canonical_json(value) for name, value in event.to_doc().items()}
 
 
 def seal(
@@ -68,8 +67,8 @@ def seal(
     member name is an ASCII field name, for which RFC 8785's UTF-16 code unit order of names
     (§3.2.3) is plain string order.
     """
-    body = {**(members or canonical_members(event)), "seq": rfc8785.dumps(seq), "prev_hash": rfc8785.dumps(prev_hash)}
-    text = b"{" + b",".join(rfc8785.dumps(name) + b":" + body[name] for name in sorted(body)) + b"}"
+    body = {**(members or canonical_members(event)), "seq": canonical_json(seq), "prev_hash": canonical_json(prev_hash)}
+    text = b"{" + b",".join(canonical_json(name) + b":" + body[name] for name in sorted(body)) + b"}"
     record = AuditRecord(**{**_event_values(event), "seq": seq, "prev_hash": prev_hash, "hash": hashlib.sha256(text).hexdigest()})
     return record, text.decode("utf-8")
 
@@ -80,11 +79,11 @@ def _event_values(event: AuditEvent) -> dict:
 
 def content_hash(content: dict) -> str:
     """SHA-256 (hex) of the canonical JSON of a record's content."""
-    return hashlib.sha256(rfc8785.dumps(content)).hexdigest()
+    return hashlib.sha256(canonical_json(content)).hexdigest()
 
 
 def _checkpoint_message(cp: Checkpoint) -> bytes:
-    return rfc8785.dumps(
+    return canonical_json(
         {
             "tenant": cp.tenant,
             "seq": cp.seq,

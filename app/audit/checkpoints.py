@@ -44,7 +44,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import rfc8785
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from app import metrics
@@ -53,6 +52,7 @@ from app.audit.records import AuditEvent, AuditRecord, ChainHead, Checkpoint, Si
 from app.audit.sinks import CheckpointSink, CheckpointSinkError, FileSink, RedisStreamSink, SinkLine, read_file
 from app.audit.sql_base import StoreMissing
 from app.errors import DependencyUnavailable
+from app.fingerprint import canonical_json
 from app.receipts.keys import KeyFileError, KeyRing, PublicKeys, b64url, b64url_decode, development_key, key_id
 from app.redis_client import RedisConnection
 from app.settings import DEV_CHECKPOINT_KEY_LABEL, CheckpointSettings, SettingsError
@@ -99,8 +99,8 @@ def sign_statement(ring: KeyRing, *, kind: StatementType, log_id: str, writer: s
         "heads": [{"tenant": h.tenant, "seq": h.seq, "hash": h.hash, "decision_id": h.decision_id} for h in heads],
         "kid": ring.kid,
     }
-    _, signature = ring.sign(rfc8785.dumps(body))
-    return rfc8785.dumps({**body, "sig": b64url(signature)}).decode("utf-8")
+    _, signature = ring.sign(canonical_json(body))
+    return canonical_json({**body, "sig": b64url(signature)}).decode("utf-8")
 
 
 class CheckpointLogInvalid(Exception):
@@ -162,7 +162,7 @@ def read_checkpoints(lines: Iterable[SinkLine], keys: PublicKeys, log_id: str) -
         if key is None:
             raise CheckpointLogInvalid(f"{line.source}: signed by key {statement.kid}, which is not in the key set")
         unsigned = {name: value for name, value in document.items() if name != "sig"}
-        if not key.verifies(signature, rfc8785.dumps(unsigned)):
+        if not key.verifies(signature, canonical_json(unsigned)):
             raise CheckpointLogInvalid(f"{line.source}: the signature is not valid (the statement was changed or forged)")
         if statement.sig in seen:
             continue

@@ -17,6 +17,7 @@ from typing import Any
 import rfc8785
 from ulid import ULID
 
+from app.fingerprint import canonical_json
 from app.timefmt import epoch_us, format_us, parse_us, utc_now
 from app.vocabulary import DECISIONS, EVENT_TYPES, EventType, ShadowOutcomeWord
 
@@ -42,7 +43,7 @@ def is_storable(value: Any) -> bool:
     """True when ``value`` can go into a record: RFC 8785 canonical JSON accepts it (integers
     within +-(2**53 - 1), strings without lone surrogates)."""
     try:
-        rfc8785.dumps(value)
+        canonical_json(value)
     except (rfc8785.CanonicalizationError, UnicodeError):
         return False
     return True

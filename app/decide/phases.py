@@ -7,7 +7,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from prometheus_client import Histogram
+
 from app import metrics
+
+#: ``metrics.PHASE_SECONDS`` by phase: ``labels()`` checks and looks up its arguments under a
+#: lock on every call, so each phase's child is looked up once per worker.
+_HISTOGRAMS: dict[str, Histogram] = {}
+
+
+def _histogram(phase: str) -> Histogram:
+    child = _HISTOGRAMS.get(phase)
+    if child is None:
+        child = _HISTOGRAMS[phase] = metrics.PHASE_SECONDS.labels(phase)
+    return child
 
 
 @dataclass
@@ -29,4 +42,4 @@ class Phases:
             elapsed = time.perf_counter() - start
             self.ms[phase] = round(elapsed * 1000, 3)
             self.spans.append((phase, start_ns, start_ns + int(elapsed * 1e9)))
-            metrics.PHASE_SECONDS.labels(phase).observe(elapsed)
+            _histogram(phase).observe(elapsed)

@@ -79,6 +79,7 @@ def build_engine(settings: Settings, *, on_activate: Archive | None = None) -> P
         status_board=board,
         go_gc_percent=settings.engine_go_gc_percent,
         go_max_procs=settings.engine_go_max_procs,
+        pool_size=settings.engine_pool_size,
         on_activate=on_activate,
     )
 

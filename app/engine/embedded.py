@@ -2,11 +2,14 @@
 with hot reload.
 
 Snapshots: the engine holds one immutable ``Snapshot`` (a verified, compiled bundle and its
-revision) and replaces it as a whole. Each thread evaluates on its own OPA engine (the bindings
-serialize evaluations per engine), built from a snapshot on that thread's first evaluation
-after the snapshot changed; an evaluation reads the snapshot once, evaluates on the engine made
-from it and returns that snapshot's revision in ``PolicyDecision.policy_revision``, so no
-evaluation mixes two revisions and every decision names the revision that made it. The Go
+revision) and replaces it as a whole. Evaluations borrow an OPA engine from a pool of at most
+``pool_size`` per worker (the bindings serialize evaluations per engine, so an engine serves one
+evaluation at a time; each holds the compiled policies, about 13 MiB with the shipped ones):
+engines are made on demand from the current snapshot, a thread waits when all are busy, and an
+engine made from an older snapshot is closed when it comes back instead of being lent again. An
+evaluation reads the snapshot once, evaluates on an engine made from it and returns that
+snapshot's revision in ``PolicyDecision.policy_revision``, so no evaluation mixes two revisions
+and every decision names the revision that made it. The Go
 runtime starts on first use, never in a gunicorn master before fork.
 
 Reload: with ``poll_interval_s`` > 0 a daemon thread per engine (per worker) polls the
@@ -31,7 +34,8 @@ import logging
 import os
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,14 +133,14 @@ class RawResult:
 
 
 class EmbeddedEngine:
-    """``PolicyEngine`` backed by in-process OPA engines (one per thread) over one snapshot.
+    """``PolicyEngine`` backed by a pool of in-process OPA engines over one snapshot.
 
     ``source``: where bundles come from; ``verifier``: required signature, or None;
     ``poll_interval_s``: reload period (0: load once); ``status_board``: where this worker's
     status is published; ``go_gc_percent`` / ``go_max_procs``: see ``configure_go_runtime``
-    (None leaves the environment as it is); ``on_activate``: called with each bundle once it
-    is active (its failures are logged, never refuse the bundle); ``shadow``: see the module
-    docstring.
+    (None leaves the environment as it is); ``pool_size``: at most this many OPA engines (>= 1);
+    ``on_activate``: called with each bundle once it is active (its failures are logged, never
+    refuse the bundle); ``shadow``: see the module docstring.
     """
 
     name = "embedded"
@@ -151,9 +155,12 @@ class EmbeddedEngine:
         status_board: WorkerStatusBoard | None = None,
         go_gc_percent: int | None = None,
         go_max_procs: int | None = None,
+        pool_size: int = 2,
         on_activate: Callable[[PolicyBundle], object] | None = None,
         shadow: bool = False,
     ) -> None:
+        if pool_size < 1:
+            raise ValueError("pool_size must be at least 1")
         if go_gc_percent is not None and go_max_procs is not None:
             configure_go_runtime(go_gc_percent, go_max_procs)
         self._source = source
@@ -161,7 +168,10 @@ class EmbeddedEngine:
         self._verifier = verifier
         self._poll_interval_s = poll_interval_s
         self._board = status_board or WorkerStatusBoard(None)
-        self._local = threading.local()
+        self._pool_size = pool_size
+        self._pool = threading.Condition()
+        self._idle: list[tuple[int, Any]] = []  # (snapshot generation, engine), free to lend
+        self._made = 0  # engines alive: idle or lent
         self._lock = threading.Lock()
         self._reload_lock = threading.Lock()
         self._snapshot: Snapshot | None = None
@@ -276,13 +286,67 @@ class EmbeddedEngine:
         self._poller.start()
 
     def close(self) -> None:
-        """Stop the poller (the thread-local engines go with their threads)."""
+        """Stop the poller and close the idle engines (a lent one is closed when it is back)."""
         self._stop.set()
+        with self._pool:
+            idle, self._idle = self._idle, []
+            self._made -= len(idle)
+            self._pool_size = 0  # nothing more is lent or made
+            self._pool.notify_all()
+        for _, engine in idle:
+            engine.close()
 
-    def _thread_engine(self, snapshot: Snapshot) -> Any:
-        local = self._local
-        if getattr(local, "generation", None) == snapshot.generation:
-            return local.engine
+    @contextmanager
+    def _engine(self, snapshot: Snapshot) -> Iterator[Any]:
+        """Lend an engine made from ``snapshot`` for the block (see the module docstring).
+        Raises ``DependencyUnavailable`` when no engine can be made or the engine is closed."""
+        engine = self._borrow(snapshot)
+        try:
+            yield engine
+        finally:
+            self._give_back(snapshot.generation, engine)
+
+    def _borrow(self, snapshot: Snapshot) -> Any:
+        stale = []
+        try:
+            with self._pool:
+                while True:
+                    while self._idle:
+                        generation, engine = self._idle.pop()
+                        if generation == snapshot.generation:
+                            return engine
+                        stale.append(engine)
+                        self._made -= 1
+                    if self._made < self._pool_size:
+                        self._made += 1
+                        break
+                    if self._pool_size == 0:
+                        raise DependencyUnavailable("policy engine is unavailable", log_detail="the engine is closed")
+                    self._pool.wait()
+        finally:
+            for engine in stale:
+                engine.close()
+        try:
+            return self._new_engine(snapshot)
+        except BaseException:
+            with self._pool:
+                self._made -= 1
+                self._pool.notify()
+            raise
+
+    def _give_back(self, generation: int, engine: Any) -> None:
+        current = self._snapshot
+        with self._pool:
+            keep = self._pool_size > 0 and current is not None and current.generation == generation
+            if keep:
+                self._idle.append((generation, engine))
+            else:
+                self._made -= 1
+            self._pool.notify()
+        if not keep:
+            engine.close()
+
+    def _new_engine(self, snapshot: Snapshot) -> Any:
         from opa_bindings import OpaEngine, OpaError
 
         engine = OpaEngine()
@@ -293,10 +357,6 @@ class EmbeddedEngine:
             if not self._shadow:
                 metrics.ENGINE_ERRORS.labels("load").inc()
             raise DependencyUnavailable("policy engine is unavailable", log_detail=f"loading policies failed: {exc}") from exc
-        old = getattr(local, "engine", None)
-        local.engine, local.generation = engine, snapshot.generation
-        if old is not None:
-            old.close()
         return engine
 
     # -- PolicyEngine --------------------------------------------------------------------
@@ -317,9 +377,9 @@ class EmbeddedEngine:
         from opa_bindings import OpaError, OpaUndefinedError
 
         snapshot = self._current()
-        engine = self._thread_engine(snapshot)
         try:
-            value = engine.eval_document(self._document, policy_input)
+            with self._engine(snapshot) as engine:
+                value = engine.eval_document(self._document, policy_input)
         except OpaUndefinedError:
             return RawResult(None, False, snapshot.revision)
         except OpaError as exc:
@@ -339,18 +399,19 @@ class EmbeddedEngine:
         return self._current().revision
 
     def probe(self) -> None:
-        """Ready when a snapshot is active and this thread's engine answers; raises
+        """Ready when a snapshot is active and an engine of the pool answers; raises
         ``DependencyUnavailable``."""
         from opa_bindings import OpaError
 
         try:
-            self._thread_engine(self._current()).eval_query("x := true")
+            with self._engine(self._current()) as engine:
+                engine.eval_query("x := true")
         except OpaError as exc:
             raise DependencyUnavailable("policy engine is unavailable", log_detail=str(exc)) from exc
 
     def warm(self) -> None:
         """``probe``, then one evaluation of the decision document on an empty input, its
-        result dropped: OPA prepares the query on a thread engine's first evaluation (about
+        result dropped: OPA prepares the query on an engine's first evaluation (about
         150 ms for the shipped policies), which a call must not pay (a shadow's deadline).
         Raises ``DependencyUnavailable`` like ``probe``."""
         self.probe()

@@ -87,9 +87,9 @@ def test_mix_deck_has_the_issue_proportions():
     assert deck == mix_deck()  # fixed order
 
 
-def _workload(rps: float, p50: float = 1.0, p99: float = 5.0) -> dict:
+def _workload(rps: float, p50: float = 1.0, p99: float = 5.0, cpu_ms: float | None = 1.2) -> dict:
     return {"rps": rps, "requests": 1, "p50_ms": p50, "p90_ms": 2.0, "p99_ms": p99, "p99_9_ms": 9.0,
-            "errors": 0, "unexpected": {}}
+            "errors": 0, "unexpected": {}, "worker_cpu_ms_per_call": cpu_ms}
 
 
 def test_build_results_has_every_key_ratio_and_target():
@@ -103,17 +103,19 @@ def test_build_results_has_every_key_ratio_and_target():
     assert results["p50_ms"] == 3.0 and results["p99_ms"] == 12.0 and results["p99_ms_half_load"] == 4.0
     assert results["engine_overhead_ratio"] == 1.2
     assert results["rss_mib"] == 96.0 and results["rss_growth_mib"] == 1.0  # pid 3 was not sampled at 50k
-    assert results["targets"] == {"ratio_mix": True, "p99_ms_half_load": True, "engine_overhead_ratio": True,
-                                  "rss_mib": True, "rss_growth_mib": True}
+    assert results["worker_cpu_ms_per_decide"] == 1.2
+    assert results["targets"] == {"ratio_mix": True, "worker_cpu_ms_per_decide": True, "p99_ms_half_load": True,
+                                  "engine_overhead_ratio": True, "rss_mib": True, "rss_growth_mib": True}
     table = format_table(results)
     assert "(c) mix, half peak" in table and "target ratio_mix >= 0.5: 0.500 met" in table
+    assert "target worker_cpu_ms_per_decide <= 1.5: 1.200 met" in table
 
 
 def test_targets_missed_and_missing():
-    met = check_targets({"ratio_mix": 0.3, "p99_ms_half_load": None, "engine_overhead_ratio": 2.5,
-                         "rss_mib": 150.0, "rss_growth_mib": 0.0})
-    assert met == {"ratio_mix": False, "p99_ms_half_load": None, "engine_overhead_ratio": False,
-                   "rss_mib": False, "rss_growth_mib": True}
+    met = check_targets({"ratio_mix": 0.3, "worker_cpu_ms_per_decide": 1.51, "p99_ms_half_load": None,
+                         "engine_overhead_ratio": 2.5, "rss_mib": 150.0, "rss_growth_mib": 0.0})
+    assert met == {"ratio_mix": False, "worker_cpu_ms_per_decide": False, "p99_ms_half_load": None,
+                   "engine_overhead_ratio": False, "rss_mib": False, "rss_growth_mib": True}
 
 
 def test_metric_sum_adds_matching_series():
@@ -128,3 +130,62 @@ def test_metric_sum_adds_matching_series():
     assert metric_sum(text, "toolgate_decisions_total") == 8.0
     assert metric_sum(text, "toolgate_decisions_total", decision="deny") == 2.0
     assert metric_sum(text, "toolgate_errors_total", code="CONFLICT") == 3.0
+
+
+def test_cpu_seconds_reads_utime_and_stime_of_live_processes():
+    import os
+    import time
+
+    from bench.stack import cpu_seconds
+
+    before = cpu_seconds([os.getpid(), 2**22 + 12345])  # the second pid is beyond pid_max: absent
+    deadline = time.process_time() + 0.2
+    while time.process_time() < deadline:
+        pass
+    after = cpu_seconds([os.getpid()])
+    assert list(before) == [os.getpid()]
+    assert 0.1 <= after[os.getpid()] - before[os.getpid()] <= 5.0
+
+
+def test_phase_clock_counts_each_phase_without_the_phases_inside_it():
+    import time
+
+    from bench.phases import PhaseClock
+
+    def burn(seconds: float) -> None:
+        deadline = time.thread_time() + seconds
+        while time.thread_time() < deadline:
+            pass
+
+    clock = PhaseClock()
+    with clock.phase("total"):
+        burn(0.02)
+        with clock.phase("approval"):
+            burn(0.01)
+            with clock.phase("policy"):
+                burn(0.03)
+        with clock.phase("log"):
+            burn(0.01)
+    ms = {name: ns / 1e6 for name, ns in clock.ns.items()}
+    assert set(ms) == {"pipeline", "approval", "policy", "record"}  # total and log under their report names
+    assert 19 <= ms["pipeline"] <= 30 and 9 <= ms["approval"] <= 15 and 29 <= ms["policy"] <= 40
+    assert 9 <= ms["record"] <= 20
+
+
+def test_mix_weighted_weighs_the_kinds_as_the_mix_sends_them():
+    from bench.phases import PHASE_ORDER, mix_weighted
+
+    kinds = {kind: dict.fromkeys(PHASE_ORDER, 0.0) for kind in MIX_WEIGHTS}
+    kinds["allow"]["policy"] = 102.0  # 60 of 102 calls
+    kinds["invalid"]["policy"] = 51.0  # 2 of 102
+    assert mix_weighted(kinds)["policy"] == 61.0
+
+
+def test_parse_variant():
+    from bench.run import parse_variant
+
+    assert parse_variant("t2:threads=2,TOOLGATE_ENGINE_GO_MAX_PROCS=1") == ("t2", 2, {"TOOLGATE_ENGINE_GO_MAX_PROCS": "1"})
+    assert parse_variant("baseline:") == ("baseline", None, {})
+    for bad in ("no-colon", ":threads=2", "x:threads"):
+        with pytest.raises(ValueError):
+            parse_variant(bad)
