@@ -8,14 +8,16 @@ kind        call                                                             exp
 allow       exportReport (read-only) by ``support_agent``                    200 allow
 deny        exportReport by ``developer`` (role not granted)                 200 deny
 approval    processPayment 5000 EUR by ``admin`` (over 1000), fresh key      200 user-approval
-mutating    processPayment 250 EUR by ``admin``, fresh ``Idempotency-Key``;  200 allow
+mutating    processPayment 1 EUR by ``admin``, fresh ``Idempotency-Key``;    200 allow
             when answered ``state: reserved``, followed by
             ``POST /v1/executions/<key>/complete`` with a result             (complete: 200)
 replay      processPayment 100 EUR by ``admin`` with a key completed before  200 allow (replayed)
 invalid     exportReport with end_date before start_date                     422
 ==========  ===============================================================  ===========
 
-The mix per 102 decide calls: 60 allow, 15 deny, 10 approval, 10 mutating, 5 replay and 2
+The mutating payment is 1 EUR so that a whole run stays under the shipped daily payment budget
+of one subject (50000 EUR a day: 250 EUR payments spent it after 200 calls, and the rest were
+denied). The mix per 102 decide calls: 60 allow, 15 deny, 10 approval, 10 mutating, 5 replay and 2
 invalid, in one fixed shuffled order (``mix_deck``), plus one complete per reserved mutating call.
 Workload (b) is the allow kind alone. Every call names a conversation
 (``context.conversation_id``) that lasts ``CONVERSATION_CALLS`` calls of a wrk thread: the
@@ -56,7 +58,7 @@ _BODIES = {
     "allow": ("exportReport", _REPORT),
     "deny": ("exportReport", _REPORT),
     "approval": ("processPayment", {"amount": 5000, "currency": "EUR", "recipient": "acct_42"}),
-    "mutating": ("processPayment", {"amount": 250, "currency": "EUR", "recipient": "acct_42"}),
+    "mutating": ("processPayment", {"amount": 1, "currency": "EUR", "recipient": "acct_42"}),
     "replay": ("processPayment", {"amount": 100, "currency": "EUR", "recipient": "acct_7"}),
     "invalid": ("exportReport", {"start_date": "2026-03-31", "end_date": "2026-01-01"}),
 }
