@@ -14,13 +14,6 @@ from tests.support.servers import RedisServer
 INVALID = "approval grant invalid"
 
 
-@pytest.fixture
-def own_redis(tmp_path):
-    """A Redis of this test alone, so it can be stopped and emptied."""
-    server = RedisServer(tmp_path / "own-redis").start()
-    yield server
-    server.stop()
-
 
 @pytest.fixture
 def sidecar_app(make_app, opa_server, own_redis):

@@ -18,16 +18,9 @@ from tests.support.calls import auth, decide_body
 from tests.support.errors import assert_error
 from tests.support.idempotency import decide, report, ticket, ticket_input
 from tests.support.paths import CONTRACTS_DIR
-from tests.support.servers import RedisServer
 
 REPORT_INPUT = {"start_date": "2025-01-01", "end_date": "2025-01-31"}
 
-
-@pytest.fixture
-def own_redis(tmp_path):
-    server = RedisServer(tmp_path / "redis").start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -14,15 +14,7 @@ import pytest
 
 from tests.support.calls import auth, decide_body
 from tests.support.errors import assert_error
-from tests.support.servers import RedisServer
 from tests.support.session_policy import write_session_policy
-
-
-@pytest.fixture
-def own_redis(tmp_path):
-    server = RedisServer(tmp_path / "redis").start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture
