@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,16 +45,16 @@ class ApprovalRejected(Exception):
 
 
 @dataclass(frozen=True)
-class Granted:
+class Granted(ABC):
     """An approval that lets this call through once the policy agrees: a verified one-time grant
     (``VerifiedApproval``) or a standing scoped grant (``StandingApproval``)."""
 
     approval_id: str
     approver: str
 
+    @abstractmethod
     def policy_input(self) -> dict[str, Any]:
         """``input.approval`` of the policy input (DESIGN §3)."""
-        raise NotImplementedError
 
 
 @dataclass(frozen=True)
