@@ -25,7 +25,12 @@ from tests.support.servers import free_port
 TENANT = "bank-demo"
 URL = f"/v1/policy/tenants/{TENANT}/data"
 NEW_PAYEE = "FR1420041010050500013M02606"  # a valid IBAN the shipped tenant data does not know
-OPERATOR = auth("ops-1", TENANT, ["operator"])
+
+
+def operator() -> dict[str, str]:
+    """The tenant operator's header, minted when used (a token minted at collection time would
+    expire before a long parallel run reaches the test)."""
+    return auth("ops-1", TENANT, ["operator"])
 
 
 @pytest.fixture
@@ -58,13 +63,13 @@ def test_a_push_makes_a_payee_known_and_changes_the_revision(pushable, policies)
     assert before["decision"] == "user-approval"
     assert before["policy_revision"] == read_directory(policies).revision
 
-    shown = client.get(URL, headers=OPERATOR)
+    shown = client.get(URL, headers=operator())
     assert shown.status_code == 200
     assert shown.get_json()["source"] == "policy_dir" and shown.get_json()["data"] == _shipped(policies)
 
     data = _shipped(policies)
     data["counterparties"]["payees"].append(NEW_PAYEE)
-    pushed = client.put(URL, json=data, headers=OPERATOR)
+    pushed = client.put(URL, json=data, headers=operator())
     assert pushed.status_code == 200, pushed.get_json()
     body = pushed.get_json()
     assert body["previous_version"] is None and body["version"].startswith("sha256:")
@@ -76,7 +81,7 @@ def test_a_push_makes_a_payee_known_and_changes_the_revision(pushable, policies)
     assert (after["decision"], after["policy_revision"]) == ("allow", body["policy_revision"])
     assert _transfer(client, "CH9300762011623852957")["decision"] == "allow"  # the shipped payees stay
 
-    reread = client.get(URL, headers=OPERATOR).get_json()
+    reread = client.get(URL, headers=operator()).get_json()
     assert reread["source"] == "pushed" and reread["data"] == data and reread["version"] == body["version"]
 
     reader = pushable.extensions["toolgate"].decision_reader
@@ -96,7 +101,7 @@ def test_another_worker_picks_the_push_up_by_polling(pushable, make_app, policie
     assert _transfer(other, NEW_PAYEE)["decision"] == "user-approval"
     data = _shipped(policies)
     data["counterparties"]["payees"].append(NEW_PAYEE)
-    revision = pushable.test_client().put(URL, json=data, headers=OPERATOR).get_json()["policy_revision"]
+    revision = pushable.test_client().put(URL, json=data, headers=operator()).get_json()["policy_revision"]
     deadline = time.monotonic() + 3
     while (seen := _transfer(other, NEW_PAYEE))["policy_revision"] != revision and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -117,21 +122,21 @@ def test_another_worker_picks_the_push_up_by_polling(pushable, make_app, policie
 )
 def test_invalid_tenant_data_is_refused_and_nothing_changes(pushable, policies, document, status, path):
     client = pushable.test_client()
-    resp = client.put(URL, json=document, headers=OPERATOR)
+    resp = client.put(URL, json=document, headers=operator())
     assert resp.status_code == status, resp.get_json()
     error = resp.get_json()["error"]
     assert error["code"] == "VALIDATION_ERROR" and error["retryable"] is False
     if path is not None:
         assert [p["path"] for p in error["details"]["problems"]] == [path]
         assert "a lot" not in json.dumps(error)  # problems never quote the values
-    assert client.get(URL, headers=OPERATOR).get_json()["source"] == "policy_dir"
+    assert client.get(URL, headers=operator()).get_json()["source"] == "policy_dir"
     assert _transfer(client, NEW_PAYEE)["policy_revision"] == read_directory(policies).revision
 
 
 def test_a_document_over_the_size_limit_is_refused(make_app, policies, tmp_path):
     app = make_app(policy_dir=policies, tenant_data_dir=tmp_path / "td", policy_poll_interval_s=0.2,
                    tenant_data_max_bytes=200)
-    resp = app.test_client().put(URL, json={"allowed_domains": ["a" * 60 + ".example"] * 4}, headers=OPERATOR)
+    resp = app.test_client().put(URL, json={"allowed_domains": ["a" * 60 + ".example"] * 4}, headers=operator())
     assert resp.status_code == 413 and resp.get_json()["error"]["code"] == "VALIDATION_ERROR"
     assert not (tmp_path / "td").exists()
 
@@ -184,7 +189,7 @@ def test_a_push_that_would_not_reach_the_policy_is_refused_and_recorded(make_app
     if overrides:
         settings["tenant_data_dir"] = tmp_path / "td"
     app = make_app(**settings)
-    resp = app.test_client().put(URL, json={"allowed_domains": ["bank.example"]}, headers=OPERATOR)
+    resp = app.test_client().put(URL, json={"allowed_domains": ["bank.example"]}, headers=operator())
     assert resp.status_code == 409 and resp.get_json()["error"]["code"] == "CONFLICT"
     assert not (tmp_path / "td").exists()
     [record] = app.extensions["toolgate"].decision_reader.query(
@@ -211,7 +216,7 @@ def test_the_opa_sidecar_polls_the_pushed_data_from_the_bundle_service(make_app,
         assert _transfer(client, NEW_PAYEE)["decision"] == "user-approval"
         data = _shipped(policies)
         data["counterparties"]["payees"].append(NEW_PAYEE)
-        pushed = client.put(URL, json=data, headers=OPERATOR)
+        pushed = client.put(URL, json=data, headers=operator())
         assert pushed.status_code == 200, pushed.get_json()
         revision = pushed.get_json()["policy_revision"]
         deadline = time.monotonic() + 10
@@ -227,13 +232,13 @@ def test_the_opa_sidecar_polls_the_pushed_data_from_the_bundle_service(make_app,
 def test_if_match_refuses_a_push_over_data_that_changed(pushable):
     """Two operators read the same version; the second push, made on what it read, is refused."""
     client = pushable.test_client()
-    read = client.get(URL, headers=OPERATOR)
+    read = client.get(URL, headers=operator())
     etag = read.headers["ETag"]
     assert etag == f'"{read.get_json()["version"]}"'
-    first = client.put(URL, json={"allowed_domains": ["a.example"]}, headers={**OPERATOR, "If-Match": etag})
+    first = client.put(URL, json={"allowed_domains": ["a.example"]}, headers={**operator(), "If-Match": etag})
     assert first.status_code == 200, first.get_json()
-    stale = client.put(URL, json={"allowed_domains": ["b.example"]}, headers={**OPERATOR, "If-Match": etag})
+    stale = client.put(URL, json={"allowed_domains": ["b.example"]}, headers={**operator(), "If-Match": etag})
     assert stale.status_code == 409 and stale.get_json()["error"]["code"] == "CONFLICT"
-    assert client.get(URL, headers=OPERATOR).get_json()["data"] == {"allowed_domains": ["a.example"]}
-    fresh = client.put(URL, json={"allowed_domains": ["b.example"]}, headers={**OPERATOR, "If-Match": first.headers["ETag"]})
+    assert client.get(URL, headers=operator()).get_json()["data"] == {"allowed_domains": ["a.example"]}
+    fresh = client.put(URL, json={"allowed_domains": ["b.example"]}, headers={**operator(), "If-Match": first.headers["ETag"]})
     assert fresh.status_code == 200 and fresh.get_json()["previous_version"] == first.get_json()["version"]

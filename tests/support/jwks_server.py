@@ -128,10 +128,13 @@ class JwksServer:
             status, (body, content_type) = 200, file
         else:
             status, body, content_type = 404, b'{"error":"not found"}', "application/json"
-        request.send_response(status)
-        request.send_header("Content-Type", content_type)
-        request.send_header("Content-Length", str(len(body)))
-        request.send_header("Connection", "close")
-        request.end_headers()
-        request.wfile.write(body)
         request.close_connection = True
+        try:
+            request.send_response(status)
+            request.send_header("Content-Type", content_type)
+            request.send_header("Content-Length", str(len(body)))
+            request.send_header("Connection", "close")
+            request.end_headers()
+            request.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            return  # the client gave up waiting (the slow and timeout behaviours)

@@ -16,6 +16,7 @@ export {
   ToolgateReportError,
   ToolgateUnexpectedResponseError,
 } from './errors.js';
+export { executableInput, REDACTED } from './inputs.js';
 export { DEFAULT_RETRY, NEVER_RETRIED, type RetryEvent, type RetryPolicy } from './retry.js';
 export {
   type AnsweredApproval,

@@ -40,6 +40,7 @@ import {
   ToolgateReplayedFailureError,
   ToolgateReportError,
 } from './errors.js';
+import { executableInput } from './inputs.js';
 import { approvalResponses, approvedResponseFor, type CallInHistory } from './messages.js';
 import type { ApprovalResult, Decision, IdempotencyInfo, ToolContract } from './wire.js';
 
@@ -315,14 +316,15 @@ export class Toolgate {
       throw new ToolgateApprovalRequiredError({ toolName, approvalId: approval.approval_id, reason: approval.request_reason });
     }
     const idempotency = decision.idempotency;
-    if (idempotency == null) return execute(decision.input, options);
+    const runInput = executableInput(decision.input, input);
+    if (idempotency == null) return execute(runInput, options);
     if (idempotency.state === 'replayed') {
       if (idempotency.outcome === 'failed') {
         throw new ToolgateReplayedFailureError({ key: idempotency.key, ...(idempotency.failure_reason ? { failureReason: idempotency.failure_reason } : {}) });
       }
       return idempotency.result;
     }
-    return this.runReserved(decision.input, options, execute, idempotency);
+    return this.runReserved(runInput, options, execute, idempotency);
   }
 
   private async runReserved(

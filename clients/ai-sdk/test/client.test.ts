@@ -14,6 +14,7 @@ import { z } from 'zod';
 
 import {
   createToolgate,
+  executableInput,
   type RetryEvent,
   RetryableToolError,
   ToolgateApiError,
@@ -121,6 +122,15 @@ describe('guarded execute reports outcomes', () => {
     assert.ok(ToolgateReplayedFailureError.isInstance(replayed));
     assert.equal(replayed.failureReason, "the tool's result does not match the contract's output schema");
     assert.equal(runs, 1);
+  });
+});
+
+describe('executableInput', () => {
+  test('redacted members come back from the sent arguments, the gateway wins elsewhere', () => {
+    const sent = { to: 'bob@acme.example', body: 'the secret plan', amount: 1500, cc: [{ note: 'n1' }] };
+    const decided = { to: 'bob@acme.example', body: '[REDACTED]', amount: 1200, cc: [{ note: '[REDACTED]' }], subject: '' };
+    assert.deepEqual(executableInput(decided, sent), { to: 'bob@acme.example', body: 'the secret plan', amount: 1200, cc: [{ note: 'n1' }], subject: '' });
+    assert.deepEqual(executableInput({ token: '[REDACTED]' }, {}), { token: '[REDACTED]' });
   });
 });
 

@@ -45,6 +45,7 @@ from toolgate_client.errors import (
     UnexpectedResponse,
     ValidationFailed,
 )
+from toolgate_client.inputs import executable_input
 from toolgate_client.models import ApprovalInfo, Decision, IdempotencyInfo
 
 if TYPE_CHECKING:
@@ -128,16 +129,16 @@ class GuardedTool:
             if call.idempotency_key is not None:
                 raise UnexpectedResponse("allow without idempotency state for a call with a key", status=200,
                                          request_id=decision.request_id)
-            return self.tool_fn(dict(decision.input))
+            return self.tool_fn(executable_input(decision.input, call.input))
         if idempotency.state == "replayed":
             if idempotency.outcome == "failed":
                 raise ReplayedFailure(key=idempotency.key, failure_reason=idempotency.failure_reason)
             return idempotency.result
-        return self._run_reserved(decision, idempotency)
+        return self._run_reserved(decision, idempotency, call)
 
-    def _run_reserved(self, decision: Decision, reserved: IdempotencyInfo) -> Any:
+    def _run_reserved(self, decision: Decision, reserved: IdempotencyInfo, call: ToolCall) -> Any:
         try:
-            result = self.tool_fn(dict(decision.input))
+            result = self.tool_fn(executable_input(decision.input, call.input))
         except Exception as exc:
             self._report_failure(reserved, retryable=isinstance(exc, self.retryable_errors),
                                  reason=self.failure_reason(exc)[:500] or exception_name(exc), result=None)
