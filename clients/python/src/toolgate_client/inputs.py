@@ -10,7 +10,7 @@ so the caller's own value is the one to run with.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 REDACTED = "[REDACTED]"
 
@@ -18,14 +18,14 @@ REDACTED = "[REDACTED]"
 def executable_input(decided: Mapping[str, Any], sent: Mapping[str, Any]) -> dict[str, Any]:
     """``decided`` (the response's ``input``) with every ``"[REDACTED]"`` member replaced by the
     member at the same place in ``sent`` (the arguments of the call), where ``sent`` has one."""
-    return _merge(dict(decided), sent)
+    return cast("dict[str, Any]", _merge(dict(decided), sent))
 
 
 def _merge(decided: Any, sent: Any) -> Any:
     if decided == REDACTED:
         return sent
     if isinstance(decided, dict) and isinstance(sent, Mapping):
-        return {key: _merge(value, sent[key]) if key in sent else value for key, value in decided.items()}
+        return cast("dict[str, Any]", _merge(dict(decided), sent))
     if isinstance(decided, list) and isinstance(sent, list) and len(decided) == len(sent):
         return [_merge(d, s) for d, s in zip(decided, sent, strict=True)]
     return decided
