@@ -25,7 +25,7 @@ def _merge(decided: Any, sent: Any) -> Any:
     if decided == REDACTED:
         return sent
     if isinstance(decided, dict) and isinstance(sent, Mapping):
-        return cast("dict[str, Any]", _merge(dict(decided), sent))
+        return {key: _merge(value, sent[key]) if key in sent else value for key, value in decided.items()}
     if isinstance(decided, list) and isinstance(sent, list) and len(decided) == len(sent):
         return [_merge(d, s) for d, s in zip(decided, sent, strict=True)]
     return decided
