@@ -303,6 +303,17 @@ def build_openapi() -> dict[str, Any]:
                     },
                 }
             },
+            "/v1/capabilities": {
+                "get": {
+                    "operationId": "listCapabilities",
+                    "summary": "The tool contracts the caller's policy lets it use at all (the capability document).",
+                    "security": bearer,
+                    "responses": {
+                        "200": _json(_ref("ToolListResponse"), "The usable contracts, sorted by name then version."),
+                        **_errors("401", "500", "503"),
+                    },
+                }
+            },
             "/.well-known/toolgate-keys": {
                 "get": {
                     "operationId": "publishedKeys",
