@@ -105,8 +105,9 @@ def wait_for_port(port: int, timeout_s: float = 10.0) -> None:
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout_s} s")
 
 
-def _listening_inodes(port: int) -> set[str]:
-    """Inodes of the TCP sockets in state LISTEN on local port ``port`` (/proc/net/tcp{,6})."""
+def tcp_inodes(port: int, state: str = "0A") -> set[str]:
+    """Inodes of the TCP sockets on local port ``port`` in ``state`` (/proc/net/tcp{,6}; the
+    kernel's hex state: ``0A`` LISTEN, ``01`` ESTABLISHED)."""
     inodes: set[str] = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -115,7 +116,7 @@ def _listening_inodes(port: int) -> set[str]:
             continue
         for line in lines:
             fields = line.split()
-            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":  # 0A = LISTEN
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == state:
                 inodes.add(fields[9])
     return inodes
 
@@ -139,7 +140,7 @@ def socket_inodes(pid: int) -> set[str]:
 
 def listens_on(pid: int, port: int) -> bool:
     """True when process ``pid`` itself holds a listening TCP socket on ``port``."""
-    return bool(_listening_inodes(port) & socket_inodes(pid))
+    return bool(tcp_inodes(port) & socket_inodes(pid))
 
 
 def child_pids(pid: int) -> list[int]:

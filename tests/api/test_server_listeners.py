@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.loopback import child_pids, socket_inodes, tcp_inodes
 from tests.support.gateway import PROJECT_ROOT, GatewayProcess
 
 
@@ -40,34 +41,6 @@ def _start(env: dict[str, str]) -> subprocess.CompletedProcess:
     return subprocess.run(GUNICORN, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=30)
 
 
-def _children(pid: int) -> list[int]:
-    return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-
-
-def _established_inodes(port: int) -> set[str]:
-    """Socket inodes of established TCP connections whose local port is ``port``."""
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            local_port = int(fields[1].rsplit(":", 1)[1], 16)
-            if local_port == port and fields[3] == "01":  # 01 = ESTABLISHED
-                inodes.add(fields[9])
-    return inodes
-
-
-def _sockets_of(pid: int) -> set[str]:
-    inodes = set()
-    for fd in Path(f"/proc/{pid}/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            inodes.add(target[len("socket:["):-1])
-    return inodes
-
-
 @pytest.mark.serial  # a load-spreading measurement on its own gunicorn: nothing else loads the machine
 def test_kept_alive_connections_spread_over_both_workers(gateway):
     """16 kept-alive client connections (a load balancer's pool): with one listener per worker
@@ -79,8 +52,8 @@ def test_kept_alive_connections_spread_over_both_workers(gateway):
             response = conn.getresponse()
             response.read()
             assert response.status == 200 and not response.will_close
-        established = _established_inodes(gateway.port)
-        held = {pid: len(_sockets_of(pid) & established) for pid in _children(gateway.proc.pid)}
+        established = tcp_inodes(gateway.port, state="01")
+        held = {pid: len(socket_inodes(pid) & established) for pid in child_pids(gateway.proc.pid)}
     finally:
         for conn in connections:
             conn.close()
