@@ -163,3 +163,13 @@ def test_a_scoped_grant_chosen_in_the_inbox_is_listed_and_revoked_in_the_console
     assert "revoked" in page.locator("table.records tbody tr").first.inner_text()
     assert tool_service_decide(gateway, payment(1700), uuid.uuid4().hex)["decision"] == "user-approval"
     page.close()
+
+
+def test_the_console_address_the_docs_give_opens_on_the_proxys_port(gateway, browser):
+    """``<proxy>/console`` (docs/approvers.md) redirects twice (the trailing slash, then the
+    inbox, then sign-in); every hop keeps the address and port the browser used."""
+    page = browser.new_page()
+    page.context.clear_cookies()
+    page.goto(gateway.url + "/console")
+    assert page.url == gateway.url + "/console/sign-in"
+    page.close()
