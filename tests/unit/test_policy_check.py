@@ -72,6 +72,19 @@ def test_a_contract_without_a_family_is_an_error(tree) -> None:
     assert not report.ok()
 
 
+def test_a_built_in_contract_without_a_family_is_no_finding(tree) -> None:
+    """A suite of its own (the security team's) governs none of the built-in contracts: their
+    calls are denied, which is no mistake of the suite."""
+    shutil.rmtree(tree[0] / "tools" / "tickets")
+    assert _check(tree).findings == []
+
+
+def test_a_missing_contracts_folder_is_an_error_not_an_empty_one(tree, capsys) -> None:
+    missing = tree[1] / "no-such-folder"
+    assert main(["policy", "check", str(tree[0]), "--contracts", str(missing)]) == 1
+    assert capsys.readouterr().err == f"toolgate policy check: contracts folder {missing} does not exist\n"
+
+
 def test_two_families_claiming_one_tool_is_an_error_unless_each_shares(tree) -> None:
     tickets = tree[0] / "tools" / "tickets" / "tickets.rego"
     line = _append(tickets, 'governs.readFile := {"versions": ["1"]}\n')
@@ -144,6 +157,30 @@ def test_a_field_the_contract_does_not_define_is_a_warning(tree) -> None:
         str(files), line + 2,
     )]
     assert report.ok() and not report.ok(strict=True)
+
+
+def test_a_helper_package_is_checked_for_the_families_that_import_it(tree) -> None:
+    """Rule code shared by families lives in its own package (policies/shared/<name>/); a typo
+    there is found against the tools of every family importing it."""
+    helper = tree[0] / "shared" / "paths" / "paths.rego"
+    helper.parent.mkdir(parents=True)
+    helper.write_text("package shared.paths\n\nimport data.toolgate.lib\n\ntarget := lib.args.pth\n")
+    files = tree[0] / "tools" / "files" / "files.rego"
+    files.write_text(files.read_text().replace("import data.toolgate.lib\n", "import data.shared.paths\nimport data.toolgate.lib\n", 1))
+    report = _check(tree)
+    assert report.findings == [Finding(
+        "warning", "undefined_field",
+        "rule target reads input.call.input.pth, which no contract of the family's tools defines (deleteFile v1, readFile v1)",
+        str(helper), 5,
+    )]
+
+
+def test_a_tool_named_test_something_declared_rule_by_rule_is_an_error(tree) -> None:
+    """opa test would run governs.test_connection as a test and fail it."""
+    tickets = tree[0] / "tools" / "tickets" / "tickets.rego"
+    line = _append(tickets, 'governs.test_connection := {"versions": ["1"]}\n')
+    report = _check(tree)
+    assert ("error", "test_named_rule", str(tickets), line) in [(f.severity, f.kind, f.file, f.line) for f in report.findings]
 
 
 def test_an_unlimited_rule_warns_only_when_no_tool_of_the_family_defines_the_field(tree) -> None:
