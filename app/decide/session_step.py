@@ -181,12 +181,14 @@ def settle(
     """Settle the session of the call an execution report is about (``report.decision_id``):
     a completion stores what its ``result`` brings by the reserved tool's ``contract`` (labels,
     trusted counterparties; none without a contract) and keeps the shares spent; a failure
-    (released or final) gives the shares back. Raises ``DependencyUnavailable`` (503)."""
+    (released or final) reported within the reservation's lease gives the shares back, once; a
+    failure reported after the lease expired keeps them spent (the call may have run). Raises
+    ``DependencyUnavailable`` (503)."""
     if report.decision_id is None:
         return
     keys = _keys(subject)
     meta = contract.meta if contract else None
     outcome = Outcome.of_result(meta, result) if report.state == "completed" else Outcome(report.state)
     store.settle(keys, report.decision_id, outcome)
-    if report.state != "completed":
+    if report.state != "completed" and report.in_lease:
         store.give_back(keys, report.decision_id, store.linked_shares(keys, report.decision_id), linked=True)
