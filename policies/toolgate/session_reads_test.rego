@@ -8,16 +8,16 @@ test_session_reads_of_a_tool_join_every_declaring_family if {
 		"b": {"governs": {"x": {"versions": ["2"]}}, "session_reads": {"session.conversation.labels"}},
 		"c": {"governs": {"y": {}}, "session_reads": {"session.recent"}},
 	}
-	fixtures.same(
-		data.toolgate.session_reads with data.tools as tools with input as {"tool": {"name": "x", "version": "1"}},
-		["history", "session.conversation.labels"],
-	)
+	reads := data.toolgate.session_reads with data.tools as tools with input as {"tool": {"name": "x", "version": "1"}}
+	fixtures.same(reads, ["history", "session.conversation.labels"])
 }
 
-test_session_reads_of_a_tool_no_family_reads_are_empty if {
+test_session_reads_are_empty_when_no_family_reads_or_none_governs if {
 	tools := {"a": {"governs": {"x": {}}, "session_reads": set()}}
-	fixtures.same(data.toolgate.session_reads with data.tools as tools with input as {"tool": {"name": "x"}}, [])
-	fixtures.same(data.toolgate.session_reads with data.tools as tools with input as {"tool": {"name": "z"}}, [])
+	declared := data.toolgate.session_reads with data.tools as tools with input as {"tool": {"name": "x"}}
+	fixtures.same(declared, [])
+	ungoverned := data.toolgate.session_reads with data.tools as tools with input as {"tool": {"name": "z"}}
+	fixtures.same(ungoverned, [])
 }
 
 test_session_reads_without_a_well_formed_declaration_are_everything if {
@@ -27,19 +27,18 @@ test_session_reads_without_a_well_formed_declaration_are_everything if {
 		"c": {"governs": {"z": {}}, "session_reads": {1}},
 	}
 	every name in {"x", "y", "z"} {
-		fixtures.same(data.toolgate.session_reads with data.tools as tools with input as {"tool": {"name": name}}, ["*"])
+		reads := data.toolgate.session_reads with data.tools as tools with input as {"tool": {"name": name}}
+		fixtures.same(reads, ["*"])
 	}
 }
 
 test_session_reads_of_the_shipped_families if {
-	fixtures.same(data.toolgate.session_reads with input as {"tool": {"name": "exportReport"}}, [])
-	fixtures.same(data.toolgate.session_reads with input as {"tool": {"name": "processPayment"}}, [])
-	fixtures.same(
-		data.toolgate.session_reads with input as {"tool": {"name": "deleteFile"}},
-		["session.conversation.calls", "session.subject.calls", "session.windows"],
-	)
-	fixtures.same(
-		data.toolgate.session_reads with input as {"tool": {"name": "send_money"}},
-		["session.conversation.labels", "session.conversation.trusted_counterparties"],
-	)
+	every name in {"exportReport", "processPayment", "runCommand", "createTicket"} {
+		reads := data.toolgate.session_reads with input as {"tool": {"name": name}}
+		fixtures.same(reads, [])
+	}
+	delete := data.toolgate.session_reads with input as {"tool": {"name": "deleteFile"}}
+	fixtures.same(delete, ["session.conversation.calls", "session.subject.calls", "session.windows"])
+	transfer := data.toolgate.session_reads with input as {"tool": {"name": "send_money"}}
+	fixtures.same(transfer, ["session.conversation.labels", "session.conversation.trusted_counterparties"])
 }
