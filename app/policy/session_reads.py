@@ -40,6 +40,8 @@ from typing import Any
 from app.policy.rego_ast import RegoModule, Term
 
 _SCOPES = ("conversation", "subject")
+_SCOPE_MEMBERS = {"id", "calls", "denied", "amounts", "counterparties", "approved_tools", "resources", "labels",
+                  "trusted_counterparties"}
 _FAMILY_ROOT = "tools"
 _LIBRARY = ("toolgate", "lib")
 #: The name of a family's declaration.
@@ -67,30 +69,24 @@ class Declaration:
     line: int
 
 
-def member_of(path: list[str | None]) -> str | None:
-    """The member that a reference from ``input`` (``path`` without ``input``; None for a
-    variable segment) reads, None for no session member."""
+def members_of(path: list[str | None]) -> set[str]:
+    """The members that a reference from ``input`` reads (``path`` without ``input``; None for
+    a variable segment): none for another input member, both scopes for a variable scope."""
     if not path or path[0] is None:
-        return "*"
+        return {"*"}
     if path[0] == "history":
-        return "history"
+        return {"history"}
     if path[0] != "session":
-        return None
-    if len(path) == 1 or path[1] is None:
-        return "session"
-    if path[1] not in _SCOPES:
-        return f"session.{path[1]}"
-    if len(path) == 2 or path[2] is None:
-        return f"session.{path[1]}"
-    return f"session.{path[1]}.{path[2]}"
-
-
-def _members(path: list[str | None]) -> set[str]:
-    """Like ``member_of``, a variable scope standing for both scopes."""
-    if len(path) >= 2 and path[0] == "session" and path[1] is None and len(path) >= 3:
-        return {m for scope in _SCOPES if (m := member_of(["session", scope, *path[2:]]))}
-    member = member_of(path)
-    return {member} if member else set()
+        return set()
+    if len(path) == 1:
+        return {"session"}
+    if path[1] is None:  # any member of input.session: only a scope has a member of these names
+        if len(path) > 2 and path[2] in _SCOPE_MEMBERS:
+            return {f"session.{scope}.{path[2]}" for scope in _SCOPES}
+        return {"session"}
+    if path[1] not in _SCOPES or len(path) == 2 or path[2] is None:
+        return {f"session.{path[1]}"}
+    return {f"session.{path[1]}.{path[2]}"}
 
 
 def covers(declared: frozenset[str], member: str) -> bool:
@@ -128,7 +124,7 @@ class SessionReadAnalysis:
 
     def _scan(self, module: RegoModule) -> None:
         package = self._packages[module.package]
-        imports = _imports(module.ast)
+        imports = module.imports
         for rule in module.rules:
             name = _rule_head(rule)
             if name is None:
@@ -149,7 +145,7 @@ class SessionReadAnalysis:
             rest = [str(t["value"]) if t.get("type") == "string" else None for t in segments[1:]]
         path: list[str | None] = [*imports.get(head, (head,)), *rest]
         if path[0] == "input":
-            for member in _members(path[1:]):
+            for member in members_of(path[1:]):
                 package.reads[rule].setdefault(member, Site(file, line, rule))
         elif path[0] == "data":
             package.uses[rule].update(self._targets(path[1:]))
@@ -227,16 +223,6 @@ def _rule_head(rule: dict[str, Any]) -> str | None:
 
 def _line(node: dict[str, Any]) -> int:
     return int((node.get("location") or {}).get("row") or 0)
-
-
-def _imports(ast: dict[str, Any]) -> dict[str, tuple[str, ...]]:
-    found: dict[str, tuple[str, ...]] = {}
-    for entry in ast.get("imports") or []:
-        terms = (entry.get("path") or {}).get("value") or []
-        path = tuple(str(t.get("value")) for t in terms)
-        if path and all(t.get("type") in ("var", "string") for t in terms):
-            found[str(entry.get("alias") or path[-1])] = path
-    return found
 
 
 def _declared(rule: dict[str, Any]) -> frozenset[str] | None:

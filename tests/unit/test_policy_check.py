@@ -15,6 +15,7 @@ import pytest
 
 from app.cli import main
 from app.policy.check import CheckReport, Finding, check_policies
+from app.policy.session_reads import members_of
 from app.policy.toolchain import opa_binary
 from tests.conftest import CONTRACTS_DIR, POLICY_DIR, PROJECT_ROOT
 
@@ -329,3 +330,21 @@ def test_the_session_may_be_read_only_in_families(tree) -> None:
         "session (the gateway builds it for what they declare)",
         str(combining), line,
     )]
+
+
+@pytest.mark.parametrize(("path", "members"), [
+    ([], {"*"}),  # input as a whole
+    ([None], {"*"}),  # input[k]
+    (["call", "input", "amount"], set()),
+    (["history", "tools"], {"history"}),
+    (["session"], {"session"}),
+    (["session", "windows"], {"session.windows"}),
+    (["session", "conversation"], {"session.conversation"}),
+    (["session", "conversation", None], {"session.conversation"}),
+    (["session", "subject", "labels"], {"session.subject.labels"}),
+    (["session", None, "calls", None], {"session.conversation.calls", "session.subject.calls"}),
+    (["session", None, "1m"], {"session"}),  # input.session[k]["1m"]: k may be windows
+    (["session", None], {"session"}),
+])
+def test_which_members_a_reference_from_input_reads(path, members) -> None:
+    assert members_of(path) == members
