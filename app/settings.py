@@ -215,7 +215,8 @@ class SessionSettings(_Section):
     )
     session_max_events: int = Field(
         200, ge=10, le=10_000,
-        description="Session events kept and read per subject, the newest (each decide call reads them all); "
+        description="Session events kept and read per subject, the newest (a decide call whose policy reads the "
+        "session reads them all); "
         "`input.session.truncated` says when the window held more. Exact counts beyond it: `limits`.",
     )
     session_recent_calls: int = Field(
