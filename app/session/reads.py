@@ -26,7 +26,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from app.engine.base import PolicyEngine
+from app.engine.base import PolicyEngine, RawResult
 from app.errors import ToolgateError
 
 log = logging.getLogger(__name__)
@@ -90,27 +90,26 @@ class SessionReads:
         """The reads of the policy for the tool described by ``tool`` (``input.tool``:
         ``name``, ``version``, ``namespace``); ``EVERYTHING`` when in doubt. Never raises."""
         key = (str(tool.get("name")), str(tool.get("version")), str(tool.get("namespace") or ""))
-        revision = self._engine.revision()
-        with self._lock:
-            known = self._known.get(key) if revision == self._revision else None
-        if known is not None:
-            return known
-        reads = self._ask(tool)
-        if reads.revision is not None:
-            with self._lock:
-                if reads.revision != self._revision or len(self._known) >= _MAX_TOOLS:
-                    self._revision, self._known = reads.revision, {}
-                self._known[key] = reads
-        return reads
-
-    def _ask(self, tool: dict[str, Any]) -> Reads:
         try:
+            revision = self._engine.revision()
+            with self._lock:
+                known = self._known.get(key) if revision == self._revision else None
+            if known is not None:
+                return known
             answer = self._engine.evaluate_document(READS_DOCUMENT, {"tool": tool})
-        except ToolgateError as exc:
+        except ToolgateError as exc:  # the policy cannot answer now; the decision will say so
             log.warning("could not ask which session facts the policy reads; building all",
                         extra={"event": "session_reads_unknown", "code": exc.code})
             return EVERYTHING
-        members = _members(answer.value) if answer.defined else None
-        if members is None:
-            return Reads(EVERYTHING.members, answer.revision)
-        return Reads(members, answer.revision)
+        reads = _answered(answer)
+        with self._lock:
+            if reads.revision != self._revision or len(self._known) >= _MAX_TOOLS:
+                self._revision, self._known = reads.revision, {}
+            self._known[key] = reads
+        return reads
+
+
+def _answered(answer: RawResult) -> Reads:
+    """The reads ``answer`` names; every member when it is undefined or not a list of strings."""
+    members = _members(answer.value) if answer.defined else None
+    return Reads(EVERYTHING.members if members is None else members, answer.revision)
