@@ -15,8 +15,11 @@ from app.timefmt import now_rfc3339_ms
 def build(stage: Validated, *, session: Snapshot, approval: Granted | None) -> dict[str, Any]:
     """The input document for ``stage``'s call; ``session`` is the subject's snapshot."""
     subject = stage.subject
+    identity: dict[str, Any] = {"id": subject.id, "tenant": subject.tenant, "roles": list(subject.roles)}
+    if subject.asserted_by is not None:
+        identity["asserted_by"] = subject.asserted_by
     return {
-        "subject": {"id": subject.id, "tenant": subject.tenant, "roles": list(subject.roles)},
+        "subject": identity,
         "tool": stage.tool.as_input(),
         "call": {"id": stage.request.tool_call_id, "input": stage.normalized_input},
         "context": stage.request.context,
