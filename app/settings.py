@@ -170,6 +170,16 @@ class RequestLimits(_Section):
         8192, gt=0, le=65_536, description="`Authorization` header limit, checked before any token work (401 above)."
     )
     max_input_depth: int = Field(32, gt=0, le=512, description="Deepest nesting of a decide call's `input` (422 above).")
+    authzen_max_evaluations: int = Field(
+        64, gt=0, le=10_000, description="Evaluations one `POST /access/v1/evaluations` may carry (413 above)."
+    )
+    request_deadline_ms: int = Field(
+        10_000,
+        gt=0,
+        le=600_000,
+        description="Work one request may do: an endpoint that loops (an AuthZEN batch) stops at it and answers 503, "
+        "instead of working on after the caller and the proxy have given up.",
+    )
 
 
 class RedisSettings(_Section):

@@ -82,6 +82,9 @@ class DecideCall:
     traceparent: str | None = None
     decision_id: str = field(default_factory=new_decision_id)
     tool_definition: ToolDefinition | None = None
+    #: A dry run whose answer the caller enforces without a later decide (an AuthZEN
+    #: evaluation): it spends its rate-limit slots and, allowed, its limit shares.
+    enforced: bool = False
 
     @property
     def trace_id(self) -> str | None:
