@@ -661,7 +661,7 @@ class InterfaceSettings(_Section):
         None,
         pattern=r"^https?://[^\s?#]+$",
         description="The `policy_decision_point` identifier published at `/.well-known/authzen-configuration` "
-        "(no query or fragment); unset: the base URL of the metadata request.",
+        "(no query or fragment); required in production; unset in development: the base URL of the metadata request.",
     )
     mcp_bind: str = Field("127.0.0.1:8090", description="HOST:PORT the MCP gateway serves Streamable HTTP on.")
     mcp_path: str = Field("/mcp", pattern=r"^/[A-Za-z0-9._~/-]*$", description="The MCP endpoint's path.")
@@ -881,6 +881,9 @@ class Settings(
                 problems.append("set TOOLGATE_AUDIT_KEY_HASH_SECRET in production")
             if not (self.jwt_jwks_url or self.jwt_public_key or secret):
                 problems.append("production needs TOOLGATE_JWT_JWKS_URL, TOOLGATE_JWT_PUBLIC_KEY or TOOLGATE_JWT_HS256_SECRET")
+            if self.authzen_pdp_url is None:
+                problems.append("set TOOLGATE_AUTHZEN_PDP_URL in production (the AuthZEN metadata's address, never taken "
+                                "from a request's Host header)")
         if self.metrics_token is not None and len(self.metrics_token.get_secret_value().encode()) < 16:
             problems.append("metrics_token must be at least 16 bytes")
         if self.jwt_jwks_url and self.jwt_public_key:

@@ -50,6 +50,7 @@ def _app(workdir: Path, config: str, sync: str, engine: Any) -> Any:
     # writes checkpoints only with a configured key, so "plain" has none.
     values: dict[str, Any] = {
         "env": "production",
+        "authzen_pdp_url": "https://bench.local",
         "jwt_hs256_secret": "b" * 48,
         "jwt_issuer": "https://bench.local",
         "jwt_audience": "bench",

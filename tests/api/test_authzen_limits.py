@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from app.settings import Settings
 from tests.support.calls import auth, decide_body
 from tests.support.errors import assert_error
 
@@ -117,3 +118,17 @@ def test_a_batch_stops_at_the_request_deadline(make_app, deadline_ms) -> None:
     app.extensions["toolgate"].decision_log.flush()
     records = client.get("/v1/decisions?limit=100", headers=auth("u-aud", "acme", ["auditor"])).get_json()["records"]
     assert len(records) < 50
+
+
+def test_production_takes_the_metadata_address_from_its_settings_only(make_app) -> None:
+    """A metadata document built from the ``Host`` header would point PEPs wherever the last
+    request claimed to be: production refuses to start without ``TOOLGATE_AUTHZEN_PDP_URL``."""
+    production = {"env": "production", "jwt_issuer": "https://idp.example", "jwt_audience": "aud",
+                  "jwt_hs256_secret": "p" * 32, "audit_key_hash_secret": "q" * 40}
+    with pytest.raises(ValueError, match="set TOOLGATE_AUTHZEN_PDP_URL in production"):
+        Settings(**production)
+    pinned = Settings(**production, authzen_pdp_url="https://pdp.toolgate.test")
+    assert pinned.authzen_pdp_url == "https://pdp.toolgate.test"
+    client = make_app(authzen_pdp_url="https://pdp.toolgate.test").test_client()
+    metadata = client.get("/.well-known/authzen-configuration", base_url="https://attacker.example").get_json()
+    assert metadata["access_evaluation_endpoint"] == "https://pdp.toolgate.test/access/v1/evaluation"
