@@ -237,8 +237,8 @@ class SessionSettings(_Section):
     )
     rate_limit_per_subject: str | None = Field(
         None,
-        description="`<count>/<seconds>s`: every subject's decide calls (dry runs aside) are limited to this rate, "
-        "besides the policy's `rate_limits`; unset: no default limit.",
+        description="`<count>/<seconds>s`: every subject's decide calls and AuthZEN evaluations are limited to this "
+        "rate (a dry run is checked, not counted), besides the policy's `rate_limits`; unset: no default limit.",
     )
 
     @field_validator("session_windows_s", mode="before")
@@ -483,6 +483,13 @@ class ApprovalSettings(DeploymentSettings):
     )
     approval_max_pending_per_subject: int = Field(
         50, ge=0, le=100_000, description="Pending approvals one requester may hold at once (429 beyond); 0: no cap."
+    )
+    approval_max_pending_per_tenant: int = Field(
+        500,
+        ge=0,
+        le=1_000_000,
+        description="Unexpired pending approvals one tenant may hold at once (429 beyond), so that many requesters "
+        "cannot bury the approvers' inbox; 0: no cap.",
     )
     approval_step_up_audience: str = Field(
         "toolgate-step-up",
@@ -763,6 +770,17 @@ class TenantDataSettings(_Section):
     tenant_data_max_bytes: int = Field(
         65_536, gt=0, le=8 * 1024 * 1024, description="Largest tenant data document accepted by a push, in bytes."
     )
+    tenant_data_push_rate: str = Field(
+        "10/60s",
+        description="`<count>/<seconds>s`: pushes of one tenant's data (429 beyond, recorded), so that one tenant's "
+        "pushes cannot keep every worker recompiling the policy.",
+    )
+
+    @field_validator("tenant_data_push_rate")
+    @classmethod
+    def _push_rate(cls, value: str) -> str:
+        parse_rate(value)
+        return value
 
 
 class RolloutSettings(_Section):
