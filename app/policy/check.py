@@ -25,7 +25,10 @@ Warnings (fail only with ``strict``), from the AST of each family module
 - ``optional_without_default``: a rule reads, without a default, a field that a contract
   defines but does not always hold (not ``required``, and not filled with a default): when the
   field is absent the rule is undefined and silently does not fire. Read it with
-  ``object.get(lib.args, "<field>", <default>)``.
+  ``object.get(lib.args, "<field>", <default>)``;
+- ``sensitive_in_message``: a rule's ``sprintf`` quotes a field (or an object holding one) that
+  the contract of a tool it applies to marks sensitive (``sensitive_paths``): rule messages are
+  reasons, shown in responses, signed in receipts and kept in the decision log unredacted.
 
 The families come from ``data.toolgate.catalog`` evaluated by the embedded engine on the policy
 directory (tests left out), the contracts from ``ContractRegistry.load`` (the built-in ones
@@ -44,7 +47,7 @@ from typing import Any, Literal
 from app.contracts.contract import ToolContract
 from app.contracts.registry import ContractRegistry
 from app.policy.bundle import PolicyLoadError, read_directory
-from app.policy.rego_ast import FieldRead, RegoModule, parse_module
+from app.policy.rego_ast import FieldRead, QuotedRead, RegoModule, parse_module
 from app.policy.session_reads import SessionReadAnalysis, covers
 
 Severity = Literal["error", "warning"]
@@ -150,6 +153,7 @@ def check_policies(policy_dir: Path, contracts_dir: Path, *, opa: Path) -> Check
         *_tools_without_contract(declarations, contracts, governs_at),
         *_field_findings(modules, declarations, contracts),
         *session_read_findings(SessionReadAnalysis(every_module)),
+        *_message_findings(modules, declarations, contracts),
     ]
     unique = sorted(set(findings), key=lambda f: (f.severity != "error", f.file or "", f.line or 0, f.message))
     return CheckReport(unique, contracts=len(contracts), families=len(catalog["families"]))
@@ -265,11 +269,15 @@ def _field_schema(contract: ToolContract, path: tuple[str, ...]) -> tuple[bool, 
     return True, always
 
 
+def _governed(module: RegoModule, declarations: list[_Declaration], contracts: list[ToolContract]) -> list[ToolContract]:
+    family = _family_of(module)
+    return [c for c in contracts if any(d.family == family and d.covers(c) for d in declarations)]
+
+
 def _field_findings(modules: list[RegoModule], declarations: list[_Declaration],
                     contracts: list[ToolContract]) -> Iterable[Finding]:
     for module in modules:
-        family = _family_of(module)
-        governed = [c for c in contracts if any(d.family == family and d.covers(c) for d in declarations)]
+        governed = _governed(module, declarations, contracts)
         for read in module.field_reads():
             scope = [c for c in governed if read.tools is None or c.name in read.tools]
             if scope:
@@ -338,3 +346,27 @@ def session_read_findings(analysis: SessionReadAnalysis) -> Iterable[Finding]:
             yield Finding("error", "session_read_outside_family",
                           f"package {'.'.join(package)} reads input.{member} (rule {site.rule}): only policy families "
                           "may read the session (the gateway builds it for what they declare)", site.file, site.line)
+
+
+def _message_findings(modules: list[RegoModule], declarations: list[_Declaration],
+                      contracts: list[ToolContract]) -> Iterable[Finding]:
+    for module in modules:
+        governed = _governed(module, declarations, contracts)
+        for quoted in module.quoted_reads():
+            for c in governed:
+                if quoted.tools is None or c.name in quoted.tools:
+                    yield from _quoted_sensitive(module.file, quoted, c)
+
+
+def _quoted_sensitive(file: str, quoted: QuotedRead, contract: ToolContract) -> Iterable[Finding]:
+    """A finding when ``quoted`` is, or holds, a sensitive path of ``contract``."""
+    pointer = "/" + "/".join(p.replace("~", "~0").replace("/", "~1") for p in quoted.path)
+    hit = [s for s in contract.meta.sensitive_paths if s == pointer or s.startswith(pointer + "/")]
+    if hit:
+        yield Finding(
+            "warning", "sensitive_in_message",
+            f"rule {quoted.rule} quotes input.call.input.{'.'.join(quoted.path)} in a message, and "
+            f"{_tool(contract.name, contract.namespace, contract.version)} marks {hit[0]} sensitive: messages are reasons, "
+            "shown in responses, signed in receipts and logged unredacted (name the field, not its value)",
+            file, quoted.line,
+        )

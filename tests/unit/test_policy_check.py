@@ -215,6 +215,45 @@ def test_a_default_filled_only_in_the_schema_text_is_still_optional(tree) -> Non
     assert [(f.kind, f.line) for f in report.findings] == [("optional_without_default", line + 3)]
 
 
+def test_a_message_quoting_a_sensitive_field_is_a_warning(tree) -> None:
+    """update_password marks /password sensitive: a message that quotes it, directly, through
+    a rule of the package or through a variable of the rule, would show the password in the
+    response, the receipt and the decision log. Naming the field, or quoting another one, is
+    no warning."""
+    banking = tree[0] / "tools" / "banking" / "banking.rego"
+    line = _append(banking, (
+        'deny contains {"rule": "short_password", "message": sprintf("password %s is too short", [input.call.input.password])} if {\n'
+        '\tlib.call_of("update_password")\n'
+        '\tcount(input.call.input.password) < 8\n'
+        '}\n\n'
+        'new_password := lib.string_arg("password", "")\n\n'
+        'shown_password := upper(new_password)\n\n'
+        'deny contains {"rule": "password_reused", "message": sprintf("password %s was used before", [shown_password])} if {\n'
+        '\tlib.call_of("update_password")\n'
+        '\tnew_password == "hunter2"\n'
+        '}\n\n'
+        'deny contains {"rule": "password_spaces", "message": msg} if {\n'
+        '\tlib.call_of("update_password")\n'
+        '\tp := lib.args.password\n'
+        '\tcontains(p, " ")\n'
+        '\tmsg := sprintf("password %q has spaces", [p])\n'
+        '}\n\n'
+        'deny contains {"rule": "password_named", "message": sprintf("the %s field is too short", ["password"])} if {\n'
+        '\tlib.call_of("update_password")\n'
+        '\tcount(new_password) < 4\n'
+        '}\n'
+    ))
+    report = _check(tree)
+    assert [(f.kind, f.line) for f in report.findings] == [
+        ("sensitive_in_message", line), ("sensitive_in_message", line + 9), ("sensitive_in_message", line + 18),
+    ]
+    assert report.findings[0].message == (
+        "rule deny[short_password] quotes input.call.input.password in a message, and update_password v1 marks "
+        "/password sensitive: messages are reasons, shown in responses, signed in receipts and logged unredacted "
+        "(name the field, not its value)"
+    )
+
+
 def test_cli_exit_codes_json_and_strict(tree, capsys) -> None:
     policies, contracts = (str(p) for p in tree)
     assert main(["policy", "check", policies, "--contracts", contracts]) == 0
