@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, settings
@@ -233,7 +234,7 @@ def rego_test(spec: PropertySpec, found: Counterexample) -> str:
     return "\n".join(lines)
 
 
-def _rego_set(values: list[str]) -> str:
+def _rego_set(values: Sequence[str]) -> str:
     return "{" + ", ".join(json.dumps(v) for v in values) + "}"
 
 

@@ -200,7 +200,7 @@ def contract_inputs(contract: ToolContract, hints: BoundaryHints,
     if schema.get("type") != "object" or not isinstance(members, dict):
         raw: st.SearchStrategy[Any] = from_schema(schema)
     else:
-        shared = {k: schema[k] for k in ("$defs", "definitions") if k in schema}
+        shared: dict[str, Any] = {k: schema[k] for k in ("$defs", "definitions") if k in schema}
         required = set(schema.get("required") or ())
         strategies = {name: _member_strategy({**shared, **sub}, hints, values.get(name, []))
                       for name, sub in members.items() if isinstance(sub, dict)}

@@ -48,7 +48,7 @@ def _record(make_app, dsn: str) -> tuple[workload.Summary, list[Any], dict[str, 
     return summary, records, contracts
 
 
-def test_insights_and_safe_suggestions_from_the_recorded_workload(make_app, audit_dsn):
+def test_insights_and_safe_suggestions_from_the_recorded_workload(make_app, audit_dsn):  # noqa: F811
     summary, records, contracts = _record(make_app, audit_dsn)
     assert summary.answers["denied"] == 3 and summary.answers["approved"] >= 20, summary
     found = list(escalations(records))
