@@ -204,8 +204,12 @@ def check_properties(properties: PropertyFile, bundle: PolicyBundle, world: Poli
 
 
 def _rego_value(value: Any, indent: str) -> str:
-    """``value`` as a Rego term (JSON is one), indented to sit at ``indent``."""
-    return json.dumps(value, indent="\t", sort_keys=True).replace("\n", "\n" + indent)
+    """``value`` as a Rego term (JSON is one): an object one member a line, each member's value
+    on that line, indented to sit at ``indent``."""
+    if not isinstance(value, dict) or not value:
+        return json.dumps(value, sort_keys=True)
+    members = [f"{indent}\t{json.dumps(k)}: {json.dumps(v, sort_keys=True)}," for k, v in sorted(value.items())]
+    return "{\n" + "\n".join(members) + f"\n{indent}}}"
 
 
 def rego_test(spec: PropertySpec, found: Counterexample) -> str:
