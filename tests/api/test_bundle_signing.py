@@ -232,7 +232,8 @@ def test_production_without_a_verification_key_warns_loudly(tmp_path):
 
     env = {**os.environ, "TOOLGATE_ENV": "production", "TOOLGATE_JWT_HS256_SECRET": "p" * 40,
            "TOOLGATE_JWT_ISSUER": "https://idp.example", "TOOLGATE_JWT_AUDIENCE": "toolgate-prod",
-           "TOOLGATE_AUDIT_KEY_HASH_SECRET": "q" * 40, "TOOLGATE_APPROVAL_KEYS": "k1:" + "s" * 40}
+           "TOOLGATE_AUDIT_KEY_HASH_SECRET": "q" * 40, "TOOLGATE_APPROVAL_KEYS": "k1:" + "s" * 40,
+           "TOOLGATE_AUTHZEN_PDP_URL": "https://toolgate.example"}
     done = subprocess.run([sys.executable, "-m", "app.policy.preflight"], env=env, capture_output=True, text=True,
                           timeout=60, check=False)
     assert done.returncode == 0

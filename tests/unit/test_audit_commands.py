@@ -119,7 +119,8 @@ def test_a_bare_tool_name_finds_its_namespaced_records_or_is_refused_when_ambigu
 def test_verify_needs_a_checkpoint_key_in_production(capsys, dsn, monkeypatch):
     open_decision_log(dsn).close()
     for name, value in {"ENV": "production", "JWT_HS256_SECRET": "p" * 40, "JWT_ISSUER": "https://idp.example",
-                        "JWT_AUDIENCE": "toolgate-prod", "AUDIT_KEY_HASH_SECRET": "q" * 40}.items():
+                        "JWT_AUDIENCE": "toolgate-prod", "AUDIT_KEY_HASH_SECRET": "q" * 40,
+                        "AUTHZEN_PDP_URL": "https://toolgate.example"}.items():
         monkeypatch.setenv(f"TOOLGATE_{name}", value)
     code, _, err = run(capsys, "verify")
     assert code == 2 and "no checkpoint verification key" in err and "--chain-only" in err

@@ -959,6 +959,7 @@ def test_mint_dev_token_refused_in_production() -> None:
         jwt_public_key=None,
         jwt_hs256_secret="p" * 32,
         audit_key_hash_secret="production-audit-key-hash-secret-0123456789",
+        authzen_pdp_url="https://toolgate.example",
     )
     with pytest.raises(RuntimeError, match="production"):
         mint_dev_token(settings, sub="u-1", tenant="t-1", roles=[])
