@@ -263,6 +263,12 @@ class OpaSidecarEngine:
         return self._board.read_all()
 
 
+def _data_path(document: str) -> str:
+    """The Data API path that evaluates ``data.<document>`` with strict builtin errors and
+    provenance."""
+    return "/v1/data/" + document + "?strict-builtin-errors=true&provenance=true"
+
+
 def _directory_revision(settings: Settings) -> str | None:
     """The revision of the bundle ``toolgate policy serve-bundle`` would build from the
     configured policy directory and tenant data; None when it cannot be read."""
@@ -270,12 +276,6 @@ def _directory_revision(settings: Settings) -> str | None:
         return read_directory(settings.policy_dir, tenant_data_dir=settings.tenant_data_dir).revision
     except PolicyLoadError:
         return None
-
-
-def _data_path(document: str) -> str:
-    """The Data API path that evaluates ``data.<document>`` with strict builtin errors and
-    provenance."""
-    return "/v1/data/" + document + "?strict-builtin-errors=true&provenance=true"
 
 
 def provenance_revision(provenance: Any) -> str | None:

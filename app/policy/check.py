@@ -19,10 +19,10 @@ Errors (the check fails):
   a family's ``session_reads`` does not cover what its rules read, or is not a literal set of
   strings, or another package reads the session (``app.policy.session_reads``).
 
-Warnings (fail only with ``strict``), from the AST of each family module and, for field reads,
-of each helper package the families import (rule code shared by families, e.g.
-``policies/shared/<name>/``, package ``shared.<name>``) (``app.policy.rego_ast``;
-``no_session_reads`` and ``unread_session_reads`` from ``app.policy.session_reads``):
+Warnings (fail only with ``strict``), from the AST of each family module and of each helper
+package the families import (rule code shared by families, e.g. ``policies/shared/<name>/``,
+package ``shared.<name>``; ``app.policy.rego_ast``; ``no_session_reads`` and
+``unread_session_reads`` from ``app.policy.session_reads``):
 
 - ``undefined_field``: a rule reads ``input.call.input.<field>`` that the contract of a tool it
   applies to does not define (a rule limited to tools: each of them; any other rule: none of the
@@ -150,8 +150,8 @@ def check_policies(policy_dir: Path, contracts_dir: Path, *, opa: Path) -> Check
     builtin = {(c.namespace, c.name, c.version) for c in BUILTIN_CONTRACTS}
     own = [c for c in contracts if (c.namespace, c.name, c.version) not in builtin]
     every_module = _modules(policy_dir, opa)
-    modules = [m for m in every_module if _family_of(m)]
-    readers = [m for m in every_module if m.package[:1] != ("toolgate",)]  # the families and their helpers
+    # The families and the helper packages they import; the library (data.toolgate) is the project's.
+    modules = [m for m in every_module if m.package[:1] != ("toolgate",)]
     declarations = [
         _Declaration(family, str(d["name"]), str(d["namespace"]),
                      tuple(d["versions"]) if d.get("versions") is not None else None)
@@ -163,10 +163,10 @@ def check_policies(policy_dir: Path, contracts_dir: Path, *, opa: Path) -> Check
         *_catalog_findings(catalog.get("findings") or [], governs_at, modules),
         *_contracts_without_family(own, declarations),
         *_tools_without_contract(declarations, contracts, governs_at),
-        *_field_findings(readers, declarations, contracts),
-        *_test_named_rules(modules),
+        *_field_findings(modules, declarations, contracts),
         *session_read_findings(SessionReadAnalysis(every_module)),
         *_message_findings(modules, declarations, contracts),
+        *_test_named_rules(modules),
     ]
     unique = sorted(set(findings), key=lambda f: (f.severity != "error", f.file or "", f.line or 0, f.message))
     return CheckReport(unique, contracts=len(contracts), families=len(catalog["families"]))
@@ -201,6 +201,15 @@ def _modules(policy_dir: Path, opa: Path) -> list[RegoModule]:
     """The parsed modules of ``policy_dir`` (tests left out)."""
     bundle = read_directory(policy_dir)
     return [parse_module(opa, Path(policy_dir) / rel) for rel in bundle.modules]
+
+
+def _families_reading(module: RegoModule, modules: list[RegoModule]) -> set[str]:
+    """The families whose tools ``module``'s rules apply to: its own family, or, for a helper
+    package, every family that imports it."""
+    family = _family_of(module)
+    if family:
+        return {family}
+    return {f for m in modules if (f := _family_of(m)) and m.imports_package(module.package)}
 
 
 def _module_of(modules: Iterable[RegoModule], family: str) -> RegoModule | None:
@@ -292,24 +301,17 @@ def _field_schema(contract: ToolContract, path: tuple[str, ...]) -> tuple[bool, 
     return True, always
 
 
-def _governed(module: RegoModule, declarations: list[_Declaration], contracts: list[ToolContract],
-              modules: Iterable[RegoModule] = ()) -> list[ToolContract]:
-    """The contracts ``module``'s rules apply to: its family's, or, for a helper package, those
-    of every family among ``modules`` that imports it."""
-    families = {family} if (family := _family_of(module)) else {
-        f for m in modules if (f := _family_of(m)) and _imports_package(m, module.package)}
+def _governed(module: RegoModule, modules: list[RegoModule], declarations: list[_Declaration],
+              contracts: list[ToolContract]) -> list[ToolContract]:
+    """The contracts of the tools ``module``'s rules apply to (``_families_reading``)."""
+    families = _families_reading(module, modules)
     return [c for c in contracts if any(d.family in families and d.covers(c) for d in declarations)]
-
-
-def _imports_package(module: RegoModule, package: tuple[str, ...]) -> bool:
-    wanted = ("data", *package)
-    return any(path[: len(wanted)] == wanted for path in module.imports.values())
 
 
 def _field_findings(modules: list[RegoModule], declarations: list[_Declaration],
                     contracts: list[ToolContract]) -> Iterable[Finding]:
     for module in modules:
-        governed = _governed(module, declarations, contracts, modules)
+        governed = _governed(module, modules, declarations, contracts)
         for read in module.field_reads():
             scope = [c for c in governed if read.tools is None or c.name in read.tools]
             if scope:
@@ -383,7 +385,7 @@ def session_read_findings(analysis: SessionReadAnalysis) -> Iterable[Finding]:
 def _message_findings(modules: list[RegoModule], declarations: list[_Declaration],
                       contracts: list[ToolContract]) -> Iterable[Finding]:
     for module in modules:
-        governed = _governed(module, declarations, contracts)
+        governed = _governed(module, modules, declarations, contracts)
         for quoted in module.quoted_reads():
             for c in governed:
                 if quoted.tools is None or c.name in quoted.tools:

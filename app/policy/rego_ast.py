@@ -102,6 +102,11 @@ class RegoModule:
         """Import alias -> the imported path (``lib`` -> ``("data", "toolgate", "lib")``)."""
         return _imports(self.ast)
 
+    def imports_package(self, package: tuple[str, ...]) -> bool:
+        """This module imports ``package`` (``("shared", "travel")``) or a part of it."""
+        wanted = ("data", *package)
+        return any(path[: len(wanted)] == wanted for path in _imports(self.ast).values())
+
     def governs_lines(self) -> dict[str, int]:
         """Tool name -> line of its ``governs.<tool>`` rule (``governs := {...}``: the line of
         that rule for each of its keys)."""

@@ -165,16 +165,6 @@ def test_a_scoped_grant_chosen_in_the_inbox_is_listed_and_revoked_in_the_console
     page.close()
 
 
-def test_the_console_address_the_docs_give_opens_on_the_proxys_port(gateway, browser):
-    """``<proxy>/console`` (docs/approvers.md) redirects twice (the trailing slash, then the
-    inbox, then sign-in); every hop keeps the address and port the browser used."""
-    page = browser.new_page()
-    page.context.clear_cookies()
-    page.goto(gateway.url + "/console")
-    assert page.url == gateway.url + "/console/sign-in"
-    page.close()
-
-
 def test_the_insights_page_shows_escalations_answers_and_approved_values(gateway, browser, screenshot):
     approver = {"Authorization": f"Bearer {token('u-approver-4', ['approver'])}"}
     for amount, approved in ((1300, True), (1400, True), (90_000, False)):
@@ -197,4 +187,14 @@ def test_the_insights_page_shows_escalations_answers_and_approved_values(gateway
     page = browser.new_page()
     sign_in(page, gateway, "u-approver-4", "approver")
     assert page.goto(gateway.url + "/console/insights").status == 403
+    page.close()
+
+
+def test_the_console_address_the_docs_give_opens_on_the_proxys_port(gateway, browser):
+    """``<proxy>/console`` (docs/approvers.md) redirects twice (the trailing slash, then the
+    inbox, then sign-in); every hop keeps the address and port the browser used."""
+    page = browser.new_page()
+    page.context.clear_cookies()
+    page.goto(gateway.url + "/console")
+    assert page.url == gateway.url + "/console/sign-in"
     page.close()
