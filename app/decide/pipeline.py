@@ -29,6 +29,7 @@ from app.decide.phases import Phases
 from app.decide.receipts import receipt_claims
 from app.decide.stages import (
     Authenticated,
+    DecideCall,
     Decided,
     Evaluation,
     Prepared,
@@ -38,8 +39,8 @@ from app.decide.stages import (
     advance,
 )
 from app.engine.shadow import PendingShadow
-from app.errors import ToolgateError
-from app.models import DecideResponse, IdempotencyInfo, PolicyDecision, ToolRef
+from app.errors import Forbidden, ToolgateError
+from app.models import DecideResponse, IdempotencyInfo, PolicyDecision, Subject, ToolRef
 from app.session.reads import EVERYTHING
 from app.session.store import Share
 from app.vocabulary import AiSdkStatus
@@ -57,7 +58,7 @@ def decide(deps: Deps, progress: Progress, phases: Phases) -> DecideResponse:
     """
     received = progress.stage
     with phases.measure("auth"):
-        subject = deps.verifier.verify(received.call.authorization)
+        subject = _acting_subject(deps, received.call, deps.verifier.verify(received.call.authorization))
     authenticated = progress.reach(advance(received, Authenticated, subject=subject))
 
     def describe(decided: Decided | None, error: ToolgateError | None) -> Any:
@@ -75,6 +76,18 @@ def decide(deps: Deps, progress: Progress, phases: Phases) -> DecideResponse:
         unrecorded=lambda outcome: _release_unrecorded(deps, outcome),
     )
     return decided.response
+
+
+def _acting_subject(deps: Deps, call: DecideCall, caller: Subject) -> Subject:
+    """The subject the call is decided for: the verified caller, or the subject a PEP's
+    credential asserts. Raises ``Forbidden`` (403) for an assertion by a caller without the
+    PEP role (the web layer checks it first; this keeps the pipeline closed on its own)."""
+    if call.asserted_subject is None:
+        return caller
+    pep_role = deps.settings.authzen_pep_role
+    if pep_role is None or pep_role not in caller.roles:
+        raise Forbidden("the caller may not assert another subject")
+    return caller.asserted(call.asserted_subject)
 
 
 def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, phases: Phases) -> Decided:

@@ -16,8 +16,11 @@ def build(stage: Validated, *, session: SessionFacts, approval: Granted | None) 
     """The input document for ``stage``'s call; ``session``: what its policy reads of the
     subject's session (``history`` and ``session`` are absent when it reads neither)."""
     subject = stage.subject
+    identity: dict[str, Any] = {"id": subject.id, "tenant": subject.tenant, "roles": list(subject.roles)}
+    if subject.asserted_by is not None:
+        identity["asserted_by"] = subject.asserted_by
     return {
-        "subject": {"id": subject.id, "tenant": subject.tenant, "roles": list(subject.roles)},
+        "subject": identity,
         "tool": stage.tool.as_input(),
         "call": {"id": stage.request.tool_call_id, "input": stage.normalized_input},
         "context": stage.request.context,

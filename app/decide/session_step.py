@@ -107,13 +107,15 @@ def admit(stage: Prepared, decision: PolicyDecision, store: SessionStore, *, cou
     when ``count_rates`` is false) and, for an allow that will run (not an idempotent replay),
     reserve the decision's limits.
 
-    A dry run counts nothing and reserves nothing: its limits are only checked. Returns the
-    ``Admitted`` decision: a deny naming the limit when one is full or the call's amount cannot
-    be measured. Raises ``RateLimited`` (429) and ``DependencyUnavailable`` (503).
+    A dry run is admitted as the real call would be now, rate limits included, but counts and
+    reserves nothing; an enforced dry run (``DecideCall.enforced``, AuthZEN) counts and
+    reserves like a real call. Returns the ``Admitted`` decision: a deny naming the limit when
+    one is full or the call's amount cannot be measured. Raises ``RateLimited`` (429) and
+    ``DependencyUnavailable`` (503).
     """
-    dry_run = stage.request.dry_run
+    commit = not stage.request.dry_run or stage.call.enforced
     rates: tuple[RateLimitSpec, ...] = ()
-    if count_rates and not dry_run:
+    if count_rates:
         rates = ((store.default_rate_limit,) if store.default_rate_limit else ()) + decision.rate_limits
     replay = stage.reservation is not None and stage.reservation.stored is not None
     specs = decision.limits if decision.decision == "allow" and not replay else ()
@@ -129,7 +131,7 @@ def admit(stage: Prepared, decision: PolicyDecision, store: SessionStore, *, cou
             unmeasurable = f"limit {spec.id} cannot measure this call"
     admission = store.admit(
         _keys(stage.subject), decision_id=stage.call.decision_id, conversation=conversation_id(stage.request),
-        rates=rates, limits=[] if unmeasurable else limits, commit=not dry_run,
+        rates=rates, limits=[] if unmeasurable else limits, commit=commit,
     )
     if unmeasurable:
         return Admitted(_deny(decision, unmeasurable))
