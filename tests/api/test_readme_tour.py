@@ -85,6 +85,7 @@ def test_the_tour_is_found() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # two tours of a dozen toolgate commands each
 def test_the_tour_prints_what_the_readme_shows_twice_in_a_row(served, tmp_path) -> None:
     url, env = served
     for run in ("first", "second"):

@@ -68,6 +68,7 @@ def test_the_walkthrough_steps_are_found() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # the property checks and the nested pytest run take minutes on a loaded machine
 def test_the_walkthrough_leaves_the_checks_and_tests_green(repository: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(repository), "TOOLGATE_LOG_LEVEL": "ERROR"}
     env.pop("TOOLGATE_CONTRACTS_DIR", None)
