@@ -98,8 +98,12 @@ def signed_in(view: Callable[..., R]) -> Callable[..., R | BaseResponse]:
     return wrapped
 
 
-@bp.after_request
+@bp.after_app_request
 def _headers(response: Response) -> BaseResponse:
+    """Every response under ``/console``, its errors and 404s included (a URL no view matches
+    never reaches the blueprint's own hooks)."""
+    if request.path != bp.url_prefix and not request.path.startswith(f"{bp.url_prefix}/"):
+        return response
     response.headers["Content-Security-Policy"] = CSP
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["X-Frame-Options"] = "DENY"

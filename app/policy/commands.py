@@ -256,7 +256,8 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _signing_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--signing-key", help="sign with this private key (PEM text or file; HS256: the secret)")
-    parser.add_argument("--signing-alg", default="RS256", choices=SIGNING_ALGORITHMS)
+    parser.add_argument("--signing-alg", choices=SIGNING_ALGORITHMS,
+                        help="default: the key's own (RSA RS256, EC ES256/384/512 by curve, Ed25519 EdDSA); HS256 for a secret")
     parser.add_argument("--signing-key-id", default=DEFAULT_KEY_ID, help=f"key id (default {DEFAULT_KEY_ID})")
     parser.add_argument("--scope", help="signature scope")
 

@@ -188,3 +188,13 @@ def test_the_insights_page_shows_escalations_answers_and_approved_values(gateway
     sign_in(page, gateway, "u-approver-4", "approver")
     assert page.goto(gateway.url + "/console/insights").status == 403
     page.close()
+
+
+def test_the_console_address_the_docs_give_opens_on_the_proxys_port(gateway, browser):
+    """``<proxy>/console`` (docs/approvers.md) redirects twice (the trailing slash, then the
+    inbox, then sign-in); every hop keeps the address and port the browser used."""
+    page = browser.new_page()
+    page.context.clear_cookies()
+    page.goto(gateway.url + "/console")
+    assert page.url == gateway.url + "/console/sign-in"
+    page.close()
