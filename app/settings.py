@@ -225,7 +225,8 @@ class SessionSettings(_Section):
     )
     session_max_events: int = Field(
         200, ge=10, le=10_000,
-        description="Session events kept and read per subject, the newest (each decide call reads them all); "
+        description="Session events kept and read per subject, the newest (a decide call whose policy reads the "
+        "session reads them all); "
         "`input.session.truncated` says when the window held more. Exact counts beyond it: `limits`.",
     )
     session_recent_calls: int = Field(
@@ -669,6 +670,20 @@ class InterfaceSettings(_Section):
         pattern=r"^https?://[^\s?#]+$",
         description="The `policy_decision_point` identifier published at `/.well-known/authzen-configuration` "
         "(no query or fragment); required in production; unset in development: the base URL of the metadata request.",
+    )
+    authzen_pep_role: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9_.:-]{1,64}$",
+        description="The role of a PEP's credential (an API gateway, the interop's Todo backend): a token with it may "
+        "ask AuthZEN evaluations about any subject of its own tenant, the subject then taken from the body and "
+        "recorded as asserted by that PEP (`subject.asserted_by` in the policy input); unset: every caller may ask "
+        "about itself only.",
+    )
+    authzen_decision_context: bool = Field(
+        True,
+        description="Whether AuthZEN decisions carry `context` (decision id, toolgate decision, reasons); a request's "
+        "`options.include_context` overrides it. `false` answers `{\"decision\": bool}` alone, as PEPs that compare "
+        "answers exactly expect.",
     )
     mcp_bind: str = Field("127.0.0.1:8090", description="HOST:PORT the MCP gateway serves Streamable HTTP on.")
     mcp_path: str = Field("/mcp", pattern=r"^/[A-Za-z0-9._~/-]*$", description="The MCP endpoint's path.")

@@ -47,7 +47,7 @@ from urllib.parse import urlsplit
 import requests
 
 from app import metrics
-from app.engine.base import normalize
+from app.engine.base import RawResult, normalize
 from app.engine.deadline_http import DeadlineClient, DeadlineExceeded, ResponseTooLarge
 from app.engine.status import WorkerStatusBoard
 from app.errors import DependencyUnavailable
@@ -115,7 +115,7 @@ class OpaSidecarEngine:
 
     def __init__(self, settings: Settings, *, status_board: WorkerStatusBoard | None = None) -> None:
         self._s = settings
-        self._path = "/v1/data/" + settings.decision_path + "?strict-builtin-errors=true&provenance=true"
+        self._path = _data_path(settings.decision_path)
         self._http = DeadlineClient(settings.opa_url)
         self._budget = RetryBudget(settings.opa_retry_budget_ratio, settings.opa_retry_budget_floor)
         self._revision = "unknown"
@@ -123,11 +123,11 @@ class OpaSidecarEngine:
         self._client_lock = threading.Lock()
         self._client: Any = None
 
-    def _attempt(self, body: bytes, deadline: float, headers: dict[str, str]) -> dict[str, Any]:
+    def _attempt(self, body: bytes, deadline: float, headers: dict[str, str], path: str | None = None) -> dict[str, Any]:
         s = self._s
         try:
             answer = self._http.post(
-                self._path, body, headers=headers, deadline=deadline,
+                path or self._path, body, headers=headers, deadline=deadline,
                 connect_timeout_s=s.opa_connect_timeout_ms / 1000, read_timeout_s=s.opa_read_timeout_ms / 1000,
             )
         except (DeadlineExceeded, TimeoutError) as exc:
@@ -198,6 +198,18 @@ class OpaSidecarEngine:
             log_detail=str(last) if last else "OPA deadline exceeded",
         )
 
+    def evaluate_document(self, path: str, policy_input: dict[str, Any]) -> RawResult:
+        """Query ``data.<path>`` once within the deadline, unnormalized (``PolicyEngine``);
+        the revision is the answer's provenance (``unknown`` when it names none)."""
+        body = json.dumps({"input": policy_input}, separators=(",", ":")).encode()
+        deadline = time.monotonic() + self._s.opa_deadline_ms / 1000
+        try:
+            data = self._attempt(body, deadline, {"Content-Type": "application/json"}, _data_path(path))
+        except _Attempt as failed:
+            raise DependencyUnavailable("policy engine is unavailable", log_detail=str(failed)) from None
+        revision = provenance_revision(data.get("provenance")) or "unknown"
+        return RawResult(data.get("result"), "result" in data, revision)
+
     def _remember_revision(self, data: dict[str, Any]) -> str | None:
         """The revision in the answer's provenance (None when it names none); remembered and
         published when it changed."""
@@ -240,6 +252,12 @@ class OpaSidecarEngine:
         if not self._board.own():
             self._board.publish(self.status(with_sidecar=False))
         return self._board.read_all()
+
+
+def _data_path(document: str) -> str:
+    """The Data API path that evaluates ``data.<document>`` with strict builtin errors and
+    provenance."""
+    return "/v1/data/" + document + "?strict-builtin-errors=true&provenance=true"
 
 
 def provenance_revision(provenance: Any) -> str | None:

@@ -11,8 +11,13 @@ Errors (the check fails):
 - the catalog's other findings: ``malformed_declaration``, ``malformed_approver_roles``,
   ``shared_with_not_claimant``.
 
+- ``undeclared_session_read``, ``malformed_session_reads``, ``session_read_outside_family``:
+  a family's ``session_reads`` does not cover what its rules read, or is not a literal set of
+  strings, or another package reads the session (``app.policy.session_reads``).
+
 Warnings (fail only with ``strict``), from the AST of each family module
-(``app.policy.rego_ast``):
+(``app.policy.rego_ast``; ``no_session_reads`` and ``unread_session_reads`` from
+``app.policy.session_reads``):
 
 - ``undefined_field``: a rule reads ``input.call.input.<field>`` that the contract of a tool it
   applies to does not define (a rule limited to tools: each of them; any other rule: none of the
@@ -43,6 +48,7 @@ from app.contracts.contract import ToolContract
 from app.contracts.registry import ContractRegistry
 from app.policy.bundle import PolicyLoadError, read_directory
 from app.policy.rego_ast import FieldRead, QuotedRead, RegoModule, parse_module
+from app.policy.session_reads import SessionReadAnalysis, covers
 
 Severity = Literal["error", "warning"]
 _FAMILY_ROOT = "tools"
@@ -132,7 +138,8 @@ def check_policies(policy_dir: Path, contracts_dir: Path, *, opa: Path) -> Check
     load), ``ContractLoadError`` (a contract is invalid) or ``RegoParseError``."""
     catalog = _catalog(policy_dir)
     contracts = ContractRegistry.load(contracts_dir).all()
-    modules = _family_modules(policy_dir, opa)
+    every_module = _modules(policy_dir, opa)
+    modules = [m for m in every_module if _family_of(m)]
     declarations = [
         _Declaration(family, str(d["name"]), str(d["namespace"]),
                      tuple(d["versions"]) if d.get("versions") is not None else None)
@@ -146,6 +153,7 @@ def check_policies(policy_dir: Path, contracts_dir: Path, *, opa: Path) -> Check
         *_tools_without_contract(declarations, contracts, governs_at),
         *_field_findings(modules, declarations, contracts),
         *_message_findings(modules, declarations, contracts),
+        *session_read_findings(SessionReadAnalysis(every_module)),
     ]
     unique = sorted(set(findings), key=lambda f: (f.severity != "error", f.file or "", f.line or 0, f.message))
     return CheckReport(unique, contracts=len(contracts), families=len(catalog["families"]))
@@ -176,11 +184,10 @@ def _family_of(module: RegoModule) -> str | None:
     return package[1] if len(package) >= 2 and package[0] == _FAMILY_ROOT else None
 
 
-def _family_modules(policy_dir: Path, opa: Path) -> list[RegoModule]:
-    """The parsed modules of the packages under ``data.tools`` (tests left out)."""
+def _modules(policy_dir: Path, opa: Path) -> list[RegoModule]:
+    """The parsed modules of ``policy_dir`` (tests left out)."""
     bundle = read_directory(policy_dir)
-    parsed = (parse_module(opa, Path(policy_dir) / rel) for rel in bundle.modules)
-    return [m for m in parsed if _family_of(m)]
+    return [parse_module(opa, Path(policy_dir) / rel) for rel in bundle.modules]
 
 
 def _module_of(modules: Iterable[RegoModule], family: str) -> RegoModule | None:
@@ -327,3 +334,39 @@ def _quoted_sensitive(file: str, quoted: QuotedRead, contract: ToolContract) -> 
             "shown in responses, signed in receipts and logged unredacted (name the field, not its value)",
             file, quoted.line,
         )
+
+
+# --- session reads ---------------------------------------------------------------------------
+
+
+def session_read_findings(analysis: SessionReadAnalysis) -> Iterable[Finding]:
+    """Each family's ``session_reads`` against what its rules read (``app.policy.session_reads``),
+    and reads of the session outside the families."""
+    for family, (reads, declaration, file) in analysis.family_reads().items():
+        if declaration is None:
+            yield Finding("warning", "no_session_reads",
+                          f"family {family} declares no session_reads: every call of its tools builds the whole "
+                          "session (declare session_reads := set() when it reads none)", file)
+            continue
+        if declaration.members is None:
+            yield Finding("error", "malformed_session_reads",
+                          f"family {family}: session_reads is not a literal set of strings", declaration.file,
+                          declaration.line)
+            continue
+        for member, site in sorted(reads.items()):
+            if not covers(declaration.members, member):
+                yield Finding("error", "undeclared_session_read",
+                              f"family {family} reads input.{member} (rule {site.rule}, {site.file}:{site.line}) but its "
+                              "session_reads does not declare it: the gateway would not build it", declaration.file,
+                              declaration.line)
+        for member in sorted(declaration.members):
+            if member != "*" and not any(covers(frozenset({member}), read) or covers(frozenset({read}), member)
+                                         for read in reads):
+                yield Finding("warning", "unread_session_reads",
+                              f"family {family} declares input.{member} in session_reads, which none of its rules "
+                              "reads: every call of its tools builds it for nothing", declaration.file, declaration.line)
+    for package, reads in analysis.outside_families().items():
+        for member, site in sorted(reads.items()):
+            yield Finding("error", "session_read_outside_family",
+                          f"package {'.'.join(package)} reads input.{member} (rule {site.rule}): only policy families "
+                          "may read the session (the gateway builds it for what they declare)", site.file, site.line)

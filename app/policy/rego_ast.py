@@ -97,6 +97,11 @@ class RegoModule:
     def rules(self) -> list[dict[str, Any]]:
         return list(self.ast.get("rules") or [])
 
+    @property
+    def imports(self) -> dict[str, tuple[str, ...]]:
+        """Import alias -> the imported path (``lib`` -> ``("data", "toolgate", "lib")``)."""
+        return _imports(self.ast)
+
     def governs_lines(self) -> dict[str, int]:
         """Tool name -> line of its ``governs.<tool>`` rule (``governs := {...}``: the line of
         that rule for each of its keys)."""

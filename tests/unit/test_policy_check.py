@@ -15,6 +15,7 @@ import pytest
 
 from app.cli import main
 from app.policy.check import CheckReport, Finding, check_policies
+from app.policy.session_reads import members_of
 from app.policy.toolchain import opa_binary
 from tests.conftest import CONTRACTS_DIR, POLICY_DIR, PROJECT_ROOT
 
@@ -287,3 +288,102 @@ def test_cli_reports_policies_that_do_not_load(tree, capsys) -> None:
     (tree[0] / "toolgate" / "decision.rego").write_text("package toolgate\n\ndecision := \n")
     assert main(["policy", "check", str(tree[0]), "--contracts", str(tree[1])]) == 1
     assert "decision.rego" in capsys.readouterr().err
+
+
+# --- session reads (app.policy.session_reads) --------------------------------------------------
+
+
+def _declare(path: Path, members: str) -> int:
+    """Replace the family's ``session_reads`` declaration; returns its line."""
+    text = path.read_text(encoding="utf-8")
+    lines = [f"session_reads := {members}" if line.startswith("session_reads :=") else line for line in text.splitlines()]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return _line_of(path, "session_reads :=")
+
+
+def test_a_family_reading_a_session_member_through_the_library_must_declare_it(tree) -> None:
+    banking = tree[0] / "tools" / "banking" / "banking.rego"
+    line = _declare(banking, '{"session.conversation.trusted_counterparties"}')
+    lib = tree[0] / "toolgate" / "lib" / "session.rego"
+    report = _check(tree)
+    assert report.findings == [Finding(
+        "error", "undeclared_session_read",
+        f"family banking reads input.session.conversation.labels (rule session_labelled, {lib}:"
+        f"{_line_of(lib, 'session_labelled(label) if')}) but its session_reads does not declare it: the gateway "
+        "would not build it",
+        str(banking), line,
+    )]
+
+
+def test_a_variable_scope_reads_both_scopes_and_a_whole_scope_covers_its_members(tree) -> None:
+    files = tree[0] / "tools" / "files" / "files.rego"
+    _declare(files, '{"session.conversation.calls", "session.windows"}')
+    report = _check(tree)
+    assert [(f.kind, f.message.split(" (")[0]) for f in report.findings] == [
+        ("undeclared_session_read", "family files reads input.session.subject.calls"),
+    ]
+    _declare(files, '{"session.conversation", "session.subject", "session.windows"}')
+    assert _check(tree).findings == []
+
+
+def test_reading_the_whole_input_or_the_history_must_be_declared(tree) -> None:
+    reports = tree[0] / "tools" / "reports" / "reports.rego"
+    _append(reports, 'everything := walk(input)\n\nlonger := input.history.allowed_calls\n')
+    found = _check(tree)
+    assert [(f.kind, f.message.split(" (")[0]) for f in found.findings] == [
+        ("undeclared_session_read", "family reports reads input.*"),
+        ("undeclared_session_read", "family reports reads input.history"),
+    ]
+    _declare(reports, '{"*"}')
+    assert _check(tree).findings == []
+
+
+def test_a_malformed_missing_or_unread_declaration(tree) -> None:
+    tickets = tree[0] / "tools" / "tickets" / "tickets.rego"
+    line = _declare(tickets, '["history"]')
+    payments = tree[0] / "tools" / "payments" / "payments.rego"
+    unread_line = _declare(payments, '{"session.recent"}')
+    commands = tree[0] / "tools" / "commands" / "commands.rego"
+    commands.write_text(commands.read_text().replace("session_reads := set()", ""), encoding="utf-8")
+    report = _check(tree)
+    assert report.findings == [
+        Finding("error", "malformed_session_reads", "family tickets: session_reads is not a literal set of strings",
+                str(tickets), line),
+        Finding("warning", "no_session_reads",
+                "family commands declares no session_reads: every call of its tools builds the whole session "
+                "(declare session_reads := set() when it reads none)", str(commands)),
+        Finding("warning", "unread_session_reads",
+                "family payments declares input.session.recent in session_reads, which none of its rules reads: "
+                "every call of its tools builds it for nothing", str(payments), unread_line),
+    ]
+    assert not report.ok()
+
+
+def test_the_session_may_be_read_only_in_families(tree) -> None:
+    combining = tree[0] / "toolgate" / "decision.rego"
+    line = _append(combining, "_long_session if input.session.truncated\n")
+    report = _check(tree)
+    assert report.findings == [Finding(
+        "error", "session_read_outside_family",
+        "package toolgate reads input.session.truncated (rule _long_session): only policy families may read the "
+        "session (the gateway builds it for what they declare)",
+        str(combining), line,
+    )]
+
+
+@pytest.mark.parametrize(("path", "members"), [
+    ([], {"*"}),  # input as a whole
+    ([None], {"*"}),  # input[k]
+    (["call", "input", "amount"], set()),
+    (["history", "tools"], {"history"}),
+    (["session"], {"session"}),
+    (["session", "windows"], {"session.windows"}),
+    (["session", "conversation"], {"session.conversation"}),
+    (["session", "conversation", None], {"session.conversation"}),
+    (["session", "subject", "labels"], {"session.subject.labels"}),
+    (["session", None, "calls", None], {"session.conversation.calls", "session.subject.calls"}),
+    (["session", None, "1m"], {"session"}),  # input.session[k]["1m"]: k may be windows
+    (["session", None], {"session"}),
+])
+def test_which_members_a_reference_from_input_reads(path, members) -> None:
+    assert members_of(path) == members

@@ -31,6 +31,9 @@ governs["readFile"] := {"versions": ["1"]}
 
 governs["deleteFile"] := {"versions": ["1"]}
 
+# The session facts its rules read (docs/session.md "Facts on demand").
+session_reads := {"session.conversation.calls", "session.subject.calls", "session.windows"}
+
 # --- settings (paths normalized; deny-lists in lowercase: files_test checks both) ----------
 
 read_roots := {"/srv"}
