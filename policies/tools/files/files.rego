@@ -98,7 +98,9 @@ prefixes contains concat("/", array.concat([""], array.slice(segments, 0, n))) i
 }
 
 # The most segments of a path in the lists (roots, secret paths, pseudo-filesystems).
-listed_depth := max({count(lib.path_segments(p)) | some p in (((read_roots | delete_roots) | secret_paths) | pseudo_fs_roots)})
+listed_depth := max({count(lib.path_segments(p)) | some p in listed_paths})
+
+listed_paths := ((read_roots | delete_roots) | secret_paths) | pseudo_fs_roots
 
 lower_prefixes contains lower(p) if some p in prefixes
 
