@@ -908,8 +908,12 @@ class Settings(
         if self.env == "production":
             if secret == DEV_HS256_SECRET:
                 problems.append("the development HS256 secret is refused when TOOLGATE_ENV=production")
-            if self.jwt_issuer == DEV_ISSUER or self.jwt_audience == DEV_AUDIENCE:
-                problems.append("set TOOLGATE_JWT_ISSUER and TOOLGATE_JWT_AUDIENCE in production")
+            if self.jwt_issuer == DEV_ISSUER:
+                problems.append(f"TOOLGATE_JWT_ISSUER is the development issuer {DEV_ISSUER!r}; set your identity "
+                                "provider's issuer in production")
+            if self.jwt_audience == DEV_AUDIENCE:
+                problems.append(f"TOOLGATE_JWT_AUDIENCE is the development audience {DEV_AUDIENCE!r}; set an audience of "
+                                "your own (e.g. toolgate-prod) in production")
             if self.audit_key_hash_secret.get_secret_value().startswith("toolgate-development"):
                 problems.append("set TOOLGATE_AUDIT_KEY_HASH_SECRET in production")
             if not (self.jwt_jwks_url or self.jwt_public_key or secret):
@@ -921,7 +925,6 @@ class Settings(
             problems.append("metrics_token must be at least 16 bytes")
         if self.jwt_jwks_url and self.jwt_public_key:
             problems.append("set only one of jwt_jwks_url and jwt_public_key")
-        problems.extend(self._console_and_webhook_problems())
         problems.extend(self._console_and_webhook_problems())
         if self.approval_keys is not None:
             try:

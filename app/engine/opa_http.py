@@ -52,6 +52,7 @@ from app.engine.deadline_http import DeadlineClient, DeadlineExceeded, ResponseT
 from app.engine.status import WorkerStatusBoard
 from app.errors import DependencyUnavailable
 from app.models import PolicyDecision
+from app.policy.bundle import PolicyLoadError, read_directory
 from app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -238,13 +239,21 @@ class OpaSidecarEngine:
             raise DependencyUnavailable("policy engine is unavailable", log_detail="OPA /health?bundles is not 200")
 
     def status(self, *, with_detail: bool = True, with_sidecar: bool = True) -> dict[str, Any]:
-        """``{"engine", "url", "revision", "sidecar"}``: the revision of this worker's last
-        decision (None before the first) and, with ``with_sidecar``, the sidecar's view
-        (``sidecar_bundle_status``)."""
+        """``{"engine", "url", "revision", "sidecar", "configured_revision",
+        "serves_configured_revision"}``: the revision of this worker's last decision (None
+        before the first) and, with ``with_sidecar``, the sidecar's view
+        (``sidecar_bundle_status``) beside the revision of ``TOOLGATE_POLICY_DIR`` (with the
+        pushed tenant data over it; None when the directory cannot be read) and whether the
+        sidecar's active bundle is that revision (None when either is unknown)."""
         seen = None if self._revision == "unknown" else self._revision  # no decision yet in this worker
         out: dict[str, Any] = {"engine": self.name, "url": self._s.opa_url, "revision": seen}
         if with_sidecar:
-            out["sidecar"] = sidecar_bundle_status(self._opa_client(), self._s.opa_bundle_name, with_detail=with_detail)
+            sidecar = sidecar_bundle_status(self._opa_client(), self._s.opa_bundle_name, with_detail=with_detail)
+            active = (sidecar["bundle"] or {}).get("active_revision")
+            configured = _directory_revision(self._s)
+            out["sidecar"] = sidecar
+            out["configured_revision"] = configured
+            out["serves_configured_revision"] = None if active is None or configured is None else active == configured
         return out
 
     def workers(self) -> list[dict[str, Any]]:
@@ -258,6 +267,15 @@ def _data_path(document: str) -> str:
     """The Data API path that evaluates ``data.<document>`` with strict builtin errors and
     provenance."""
     return "/v1/data/" + document + "?strict-builtin-errors=true&provenance=true"
+
+
+def _directory_revision(settings: Settings) -> str | None:
+    """The revision of the bundle ``toolgate policy serve-bundle`` would build from the
+    configured policy directory and tenant data; None when it cannot be read."""
+    try:
+        return read_directory(settings.policy_dir, tenant_data_dir=settings.tenant_data_dir).revision
+    except PolicyLoadError:
+        return None
 
 
 def provenance_revision(provenance: Any) -> str | None:

@@ -102,6 +102,11 @@ class RegoModule:
         """Import alias -> the imported path (``lib`` -> ``("data", "toolgate", "lib")``)."""
         return _imports(self.ast)
 
+    def imports_package(self, package: tuple[str, ...]) -> bool:
+        """This module imports ``package`` (``("shared", "travel")``) or a part of it."""
+        wanted = ("data", *package)
+        return any(path[: len(wanted)] == wanted for path in _imports(self.ast).values())
+
     def governs_lines(self) -> dict[str, int]:
         """Tool name -> line of its ``governs.<tool>`` rule (``governs := {...}``: the line of
         that rule for each of its keys)."""
@@ -119,6 +124,21 @@ class RegoModule:
                     if key.get("type") == "string":
                         lines.setdefault(str(key["value"]), line)
         return lines
+
+    def test_named_rules(self) -> dict[str, int]:
+        """Rule name -> line for every rule that is no test but that ``opa test`` runs as one:
+        a rule whose last name starts with ``test_`` outside a ``*_test`` package (e.g.
+        ``governs.test_connection``, the rule of a tool named ``test_connection``)."""
+        if self.package and self.package[-1].endswith("_test"):
+            return {}
+        found: dict[str, int] = {}
+        for rule in self.rules:
+            ref = (rule.get("head") or {}).get("ref") or []
+            last = str(ref[-1].get("value")) if ref else ""
+            if last.startswith("test_"):
+                name = ".".join(str(t.get("value")) for t in ref)
+                found.setdefault(name, _line(rule))
+        return found
 
     def field_reads(self) -> list[FieldRead]:
         """Every read of the tool input in this module, in source order."""
