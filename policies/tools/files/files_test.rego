@@ -291,7 +291,7 @@ test_a_tenant_sets_its_daily_deletes if {
 test_settings_are_normalized if {
 	every p in files.protected_paths {
 		fixtures.same([p, lower(p)], [p, p])
-		fixtures.same([p, data.toolgate.lib.path_normalize(p)], [p, p])
+		fixtures.same([p, lib.path_normalize(p)], [p, p])
 	}
 	every name in files.secret_names | files.secret_extensions {
 		fixtures.same([name, lower(name)], [name, name])
