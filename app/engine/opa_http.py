@@ -47,6 +47,7 @@ from urllib.parse import urlsplit
 import requests
 
 from app import metrics
+from app.engine import wire
 from app.engine.base import normalize
 from app.engine.deadline_http import DeadlineClient, DeadlineExceeded, ResponseTooLarge
 from app.engine.status import WorkerStatusBoard
@@ -148,7 +149,7 @@ class OpaSidecarEngine:
                 retry_after_s=parse_retry_after(answer.headers.get("retry-after")),
             )
         try:
-            data = json.loads(answer.body)
+            data = wire.loads(answer.body)
         except (ValueError, UnicodeDecodeError) as exc:
             metrics.ENGINE_ERRORS.labels("bad_body").inc()
             raise _Attempt("OPA answered 200 with a body that is not JSON", retryable=False) from exc
@@ -164,7 +165,7 @@ class OpaSidecarEngine:
         headers = {"Content-Type": "application/json"}
         if traceparent:
             headers["traceparent"] = traceparent
-        body = json.dumps({"input": policy_input}, separators=(",", ":")).encode()
+        body = wire.dumps({"input": policy_input}, _json_dumps)
         self._budget.record_request()
         last: _Attempt | None = None
         for attempt in range(1, s.opa_max_attempts + 1):
@@ -305,6 +306,10 @@ def sidecar_bundle_status(client: Any, bundle_name: str, *, with_detail: bool = 
         out["bundle"] = {k: info[k] for k in keys if k in info}
         out["bundle"]["failing"] = bool(info.get("code") or info.get("errors"))
     return out
+
+
+def _json_dumps(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
 
 
 def _str(value: Any) -> str | None:
