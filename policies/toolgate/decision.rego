@@ -345,12 +345,14 @@ approval_reasons := sort({r.message | some r in rules; r.effect == "approval"})
 #    "log_only"?: <the same shape, with the log-only families that claim the tool counted>}
 # entrypoint: true
 # scope: document
-decision := object.union(_decision, {"log_only": _log_only_view}) if {
-	count(log_only_claims) > 0
-} else := _decision
+decision := _decision if not _log_only_view
+
+else := object.union(_decision, {"log_only": _log_only_view})
 
 # The whole decision again, log-only families counted: only for calls a log-only family claims.
 _log_only_view := view if {
+	count(log_only_claims) > 0
+
 	# regal ignore:with-outside-test-context
 	view := _decision with log_only_claims as set()
 }
