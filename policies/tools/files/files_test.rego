@@ -309,6 +309,11 @@ test_percent_encoded_and_lookalike_paths_denied if {
 	fixtures.expect(read(fixtures.agent, "/srv/reports/r\u00E9sum\u00E9 100%.csv"), {"decision": "allow"})
 }
 
+test_listed_depth_is_the_depth_of_the_deepest_listed_path if {
+	lists := ((files.read_roots | files.delete_roots) | files.secret_paths) | files.pseudo_fs_roots
+	fixtures.same(files.listed_depth, max({count(data.toolgate.lib.path_segments(p)) | some p in lists}))
+}
+
 # --- cost: a long path ---------------------------------------------------------------------
 
 # A path of many segments is compared with the lists down to their depth only (its prefixes
