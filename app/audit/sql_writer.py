@@ -23,7 +23,7 @@ from typing import Any
 from app.audit.batches import Batches
 from app.audit.chain import CanonicalMembers, canonical_members, seal, sign_checkpoint
 from app.audit.records import GENESIS_HASH, AuditEvent, AuditRecord, ChainHead, Checkpoint, is_storable
-from app.audit.schema import INSERT_RECORD, SELECT_HEAD, UPSERT_CHECKPOINT
+from app.audit.schema import INSERT_MAX_ROWS, SELECT_HEAD, UPSERT_CHECKPOINT, insert_records
 from app.audit.sql_base import SqlBase
 from app.errors import DependencyUnavailable
 from app.timefmt import epoch_us, utc_now
@@ -101,8 +101,8 @@ class SqlWriter(SqlBase):
     def _append_in(self, cur: Any, events: Sequence[_Encoded]) -> list[AuditRecord]:
         """Append ``events`` (each with its ``canonical_members``), in order, inside the open
         write transaction of ``cur``; returns their records. Few statements whatever the count
-        (one head read and one head update per tenant, one batched insert), as the write lock
-        is held meanwhile."""
+        (one head read and one head update per tenant, one insert of every row), as the write
+        lock is held meanwhile."""
         heads: dict[str, tuple[int, str]] = {}
         records, rows = [], []
         for event, members in events:
@@ -114,12 +114,15 @@ class SqlWriter(SqlBase):
             heads[event.tenant] = (record.seq, record.hash)
             records.append(record)
             rows.append((*record.index_columns().values(), text, record.hash))
-        cur.executemany(self._sql(INSERT_RECORD), rows)
+        for start in range(0, len(rows), INSERT_MAX_ROWS):
+            chunk = rows[start:start + INSERT_MAX_ROWS]
+            cur.execute(self._sql(insert_records(len(chunk))), [value for row in chunk for value in row])
         last = {record.tenant: record for record in records}
-        cur.executemany(
-            self._sql("UPDATE decision_chain_heads SET seq = ?, hash = ?, decision_id = ? WHERE tenant = ?"),
-            [(record.seq, record.hash, record.decision_id, tenant) for tenant, record in last.items()],
-        )
+        for tenant, record in last.items():
+            cur.execute(
+                self._sql("UPDATE decision_chain_heads SET seq = ?, hash = ?, decision_id = ? WHERE tenant = ?"),
+                (record.seq, record.hash, record.decision_id, tenant),
+            )
         return records
 
     def purge(self, before: dt.datetime, *, checkpoint_secret: bytes, batch_size: int = 5000) -> list[Checkpoint]:

@@ -1,5 +1,6 @@
-"""SQLite backend of the decision log (the default): one file, WAL journal, one connection per
-thread, a busy timeout, writers serialised by ``BEGIN IMMEDIATE``.
+"""SQLite backend of the decision log (the default): one file, WAL journal, a connection per
+thread for reads and one for the process's writer, a busy timeout, writers serialised by
+``BEGIN IMMEDIATE``.
 
 Before ``BEGIN IMMEDIATE`` a writer takes its turn: a lock of this process, then ``flock`` on
 ``<path>.lock`` between processes (gunicorn workers). Waiters sleep in the kernel and wake as
@@ -40,7 +41,8 @@ def _unavailable(exc: BaseException) -> DependencyUnavailable:
 
 
 class SqliteDecisionStore(SqlDecisionStore):
-    """The decision log in the SQLite file ``path``. Thread-safe (a connection per thread);
+    """The decision log in the SQLite file ``path``. Thread-safe (a connection per thread, and
+    the writer's);
     build it after fork. Raises ``ValueError`` for an unknown ``synchronous`` level."""
 
     _schema_exists_sql = "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'decision_schema'"
@@ -56,6 +58,7 @@ class SqliteDecisionStore(SqlDecisionStore):
         self._connections: set[sqlite3.Connection] = set()
         self._lock = threading.Lock()
         self._writer_turn = threading.Lock()
+        self._writer: sqlite3.Connection | None = None
         self._lock_fd: int | None = None
         self._lock_pid: int | None = None
         if not create and not self.path.is_file():
@@ -72,9 +75,13 @@ class SqliteDecisionStore(SqlDecisionStore):
         return str(self.path)
 
     def _connection(self) -> sqlite3.Connection:
+        """This thread's connection for reads."""
         conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            return conn
+        if conn is None:
+            conn = self._local.conn = self._open()
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
         if self._create:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             target: str | Path = self.path
@@ -90,14 +97,16 @@ class SqliteDecisionStore(SqlDecisionStore):
         except sqlite3.Error:
             conn.close()
             raise
-        self._local.conn = conn
         with self._lock:
             self._connections.add(conn)
         return conn
 
     def _discard(self, conn: sqlite3.Connection) -> None:
-        """Drop this thread's connection after a failure so the next call opens a fresh one."""
-        self._local.conn = None
+        """Drop a connection after a failure so that the next call opens a fresh one."""
+        if getattr(self._local, "conn", None) is conn:
+            self._local.conn = None
+        if self._writer is conn:
+            self._writer = None
         with self._lock:
             self._connections.discard(conn)
         try:
@@ -130,10 +139,19 @@ class SqliteDecisionStore(SqlDecisionStore):
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Cursor]:
+        """A write transaction on the writer's connection (under ``_writer_turn``): one
+        connection writes every batch of this process, so its page cache stays warm from one
+        batch to the next (SQLite drops a connection's cache whenever another one wrote)."""
         try:
-            conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
+            if self._writer is None:
+                self._writer = self._open()
         except (sqlite3.Error, OSError) as exc:
+            raise _unavailable(exc) from exc
+        conn = self._writer
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            self._discard(conn)  # e.g. opened read-only while the file was: never keep that one
             raise _unavailable(exc) from exc
         try:
             yield conn.cursor()
@@ -173,6 +191,7 @@ class SqliteDecisionStore(SqlDecisionStore):
             conn.close()
         self._local = threading.local()
         with self._writer_turn:
+            self._writer = None
             if self._lock_fd is not None and self._lock_pid == os.getpid():
                 os.close(self._lock_fd)
             self._lock_fd = None
