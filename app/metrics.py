@@ -134,6 +134,17 @@ SESSION_LIMITS = Counter(
 )
 RATE_LIMITED = Counter("toolgate_rate_limited_total", "Decide calls refused with 429 RATE_LIMITED, by the limit's scope.", ["scope"])
 _revision = [""]
+_DECISION_COUNTERS: dict[tuple[str, str, str], Counter] = {}
+
+
+def count_decision(tool: str, version: str, decision: str) -> None:
+    """Count one decision in ``toolgate_decisions_total`` (each series' child looked up once
+    per worker: ``labels()`` checks its arguments under a lock on every call)."""
+    key = (tool, version, decision)
+    counter = _DECISION_COUNTERS.get(key)
+    if counter is None:
+        counter = _DECISION_COUNTERS[key] = DECISIONS.labels(tool, version, decision)
+    counter.inc()
 
 
 def note_policy_revision(revision: str) -> None:

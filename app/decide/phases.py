@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from prometheus_client import Histogram
@@ -30,16 +28,33 @@ class Phases:
 
     ms: dict[str, float] = field(default_factory=dict)
     spans: list[tuple[str, int, int]] = field(default_factory=list)
+    #: Epoch ns minus ``perf_counter_ns`` when the call began: spans from one clock read each.
+    _epoch_offset_ns: int = field(default_factory=lambda: time.time_ns() - time.perf_counter_ns(), repr=False)
 
-    @contextmanager
-    def measure(self, phase: str) -> Iterator[None]:
-        """Time the block as ``phase`` (also when it raises) and observe it in the histogram."""
-        start_ns = time.time_ns()
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            elapsed = time.perf_counter() - start
-            self.ms[phase] = round(elapsed * 1000, 3)
-            self.spans.append((phase, start_ns, start_ns + int(elapsed * 1e9)))
-            _histogram(phase).observe(elapsed)
+    def measure(self, phase: str) -> _Timer:
+        """Time the ``with`` block as ``phase`` (also when it raises) and observe it in the
+        histogram."""
+        return _Timer(self, phase)
+
+
+class _Timer:
+    """One ``Phases.measure`` block (a plain context manager: one is entered per phase of
+    every call)."""
+
+    __slots__ = ("_phase", "_phases", "_start")
+
+    def __init__(self, phases: Phases, phase: str) -> None:
+        self._phases = phases
+        self._phase = phase
+        self._start = 0
+
+    def __enter__(self) -> None:
+        self._start = time.perf_counter_ns()
+
+    def __exit__(self, *exc: object) -> None:
+        elapsed_ns = time.perf_counter_ns() - self._start
+        phases, phase = self._phases, self._phase
+        phases.ms[phase] = round(elapsed_ns / 1e6, 3)
+        start_ns = phases._epoch_offset_ns + self._start
+        phases.spans.append((phase, start_ns, start_ns + elapsed_ns))
+        _histogram(phase).observe(elapsed_ns / 1e9)
