@@ -50,11 +50,7 @@ def encoded(event: AuditEvent) -> _Encoded:
     except Exception as exc:
         if event.policy_input is None or is_storable(event.policy_input):
             raise _bug(exc, "canonicalized") from exc
-    event = dataclasses.replace(event, policy_input=None, policy_input_redacted=())
-    try:
-        return event, canonical_members(event)
-    except Exception as exc:
-        raise _bug(exc, "canonicalized") from exc
+    return encoded(dataclasses.replace(event, policy_input=None, policy_input_redacted=()))
 
 
 class SqlWriter(SqlBase):

@@ -9,7 +9,6 @@ import time
 import uuid
 
 from flask import Flask, Response, current_app, g, request
-from prometheus_client import Counter, Histogram
 
 from app import metrics
 from app.tracing import FinishedRequest, RequestTracer
@@ -70,34 +69,22 @@ def _before() -> None:
     g.traceparent = _parse_traceparent(headers.get("traceparent", ""))
 
 
-#: ``labels()`` checks its arguments and takes a lock on every call: each series' child is
-#: looked up once per worker (label values come from fixed sets and the route templates).
-_REQUESTS: dict[tuple[str, str, str], Counter] = {}
-_SECONDS: dict[tuple[str, str], Histogram] = {}
-
-
 def _after(response: Response) -> Response:
     req = request._get_current_object()  # type: ignore[attr-defined]  # one proxy lookup, not one per use
     state = g._get_current_object()
-    request_id = getattr(state, "request_id", None) or "unknown"
+    current_id = getattr(state, "request_id", None) or "unknown"
     headers = response.headers
-    headers["X-Request-Id"] = request_id
+    headers["X-Request-Id"] = current_id
     headers.setdefault("Cache-Control", "no-store")
     elapsed = time.perf_counter() - getattr(state, "started", time.perf_counter())
     route = req.url_rule.rule if req.url_rule else "unmatched"
     method = req.method if req.method in _METHODS else "other"
     status = response.status_code
-    requests = _REQUESTS.get((method, route, str(status)))
-    if requests is None:
-        requests = _REQUESTS[method, route, str(status)] = metrics.HTTP_REQUESTS.labels(method, route, str(status))
-    seconds = _SECONDS.get((method, route))
-    if seconds is None:
-        seconds = _SECONDS[method, route] = metrics.HTTP_SECONDS.labels(method, route)
-    requests.inc()
-    seconds.observe(elapsed)
+    metrics.child(metrics.HTTP_REQUESTS, method, route, str(status)).inc()
+    metrics.child(metrics.HTTP_SECONDS, method, route).observe(elapsed)
     fields = {
         "event": "request",
-        "request_id": request_id,
+        "request_id": current_id,
         "method": req.method,
         "path": req.path,
         "status": status,
