@@ -2,8 +2,10 @@
 mapped onto dry-run decide calls: toolgate as the external PDP of another gateway.
 
 One access evaluation ``{subject, action, resource, context?}`` becomes one dry-run decide
-call of the authenticated caller (nothing reserved, no approval opened, recorded as
-``decide_dry_run``):
+call of the authenticated caller (no key reserved, no approval opened, recorded as
+``decide_dry_run``) that the PEP enforces: unlike a plain dry run it spends what the call would
+spend, a slot of each rate limit and a share of each limit (budgets, counts) for a ``true``, kept
+spent since no execution report can follow an AuthZEN answer (docs/design.md §12):
 
 - ``resource {"type": "tool", "id": T, "properties"?: {"version"?: V}}`` with ``action.name``
   ``tools/call`` (the COAZ-MCP default mapping) or ``call``: tool ``T`` version ``V`` (default
@@ -22,7 +24,9 @@ Answer: ``{"decision": true}`` only for ``allow``; ``deny`` and ``user-approval`
 ``false``. The decision ``context`` carries ``decision_id``, ``toolgate_decision`` and
 ``reasons`` (``reason`` too when not allowed); it is left out when ``authzen_decision_context``
 is off or the request's ``options.include_context`` is ``false`` (the request's option wins).
-Unknown request members are ignored, as the specification requires.
+Unknown request members are ignored, as the specification requires. A batch takes at most
+``TOOLGATE_AUTHZEN_MAX_EVALUATIONS`` evaluations (413 above) and stops at the request deadline
+(``TOOLGATE_REQUEST_DEADLINE_MS``, 503).
 """
 
 from __future__ import annotations
@@ -35,11 +39,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from app.auth.claims import identity_text
 from app.bodies import parse_body
+from app.deadline import Deadline
 from app.decide.deps import Deps
 from app.decide.phases import Phases
 from app.decide.pipeline import decide
 from app.decide.stages import DecideCall, Progress
-from app.errors import DependencyUnavailable, Forbidden, ToolgateError, Unauthenticated, ValidationFailed
+from app.errors import DependencyUnavailable, Forbidden, RateLimited, ToolgateError, Unauthenticated, ValidationFailed
 from app.models import DecideResponse, Subject
 
 TOOL_ACTIONS = ("tools/call", "call")
@@ -196,6 +201,7 @@ class Evaluator:
         self._request_id = request_id
         self._authorization = authorization
         self._traceparent = traceparent
+        self._deadline = Deadline(deps.settings.request_deadline_ms)
 
     def _evaluate(self, request: EvaluationRequest, *, with_context: bool) -> dict[str, Any]:
         call = DecideCall(
@@ -204,6 +210,7 @@ class Evaluator:
             body=_decide_body(request),
             traceparent=self._traceparent,
             asserted_subject=asserted_subject(self._subject, request, self._deps.settings.authzen_pep_role),
+            enforced=True,
         )
         return decision_of(decide(self._deps, Progress(call), Phases()), with_context=with_context)
 
@@ -213,7 +220,8 @@ class Evaluator:
 
     def evaluation(self, body: bytes) -> dict[str, Any]:
         """``POST /access/v1/evaluation``: one decision. Raises ``ValidationFailed`` (400),
-        ``Forbidden`` (403), ``Unauthenticated`` (401), ``DependencyUnavailable`` (503) and
+        ``Forbidden`` (403), ``Unauthenticated`` (401), ``RateLimited`` (429),
+        ``DependencyUnavailable`` (503) and
         what ``decide`` raises for the mapped call (e.g. 422 for input that fails the contract)."""
         request: EvaluationRequest = _parse(EvaluationRequest, body)
         return self._evaluate(request, with_context=self._with_context(request.options))
@@ -222,11 +230,17 @@ class Evaluator:
         """``POST /access/v1/evaluations``: ``{"evaluations": [decision...]}`` in request order
         (stopping early for the short-circuit semantics), or one decision when the request has
         no ``evaluations``. An evaluation that is refused (400, 403, 422, 409) is ``false`` with
-        the error in its context; an outage (503) or a rejected token (401) fails the whole
-        request."""
+        the error in its context; a rejected token (401), a full rate limit (429), an outage or
+        the request deadline (503) fail the whole request, the rest left unevaluated. More than
+        ``TOOLGATE_AUTHZEN_MAX_EVALUATIONS`` evaluations: ``ValidationFailed`` (413), none run."""
         request: EvaluationsRequest = _parse(EvaluationsRequest, body)
         if not request.evaluations:
             return self.evaluation(body)
+        cap = self._deps.settings.authzen_max_evaluations
+        if len(request.evaluations) > cap:
+            raise ValidationFailed(
+                f"a batch takes at most {cap} evaluations", http_status=413, details={"max_evaluations": cap}
+            )
         with_context = self._with_context(request.options)
         semantic = request.options.evaluations_semantic
         stop: Callable[[bool], bool] = {
@@ -236,9 +250,10 @@ class Evaluator:
         }[semantic]
         answers = []
         for position, item in enumerate(request.evaluations):
+            self._deadline.check()
             try:
                 answer = self._evaluate(_merged(request, item, position), with_context=with_context)
-            except (DependencyUnavailable, Unauthenticated):
+            except (DependencyUnavailable, Unauthenticated, RateLimited):
                 raise
             except ToolgateError as error:
                 answer = _error_decision(error, with_context=with_context)

@@ -41,6 +41,7 @@ from app.decide.stages import (
 from app.engine.shadow import PendingShadow
 from app.errors import Forbidden, ToolgateError
 from app.models import DecideResponse, IdempotencyInfo, PolicyDecision, Subject, ToolRef
+from app.session.reads import EVERYTHING
 from app.session.store import Share
 from app.vocabulary import AiSdkStatus
 
@@ -159,11 +160,12 @@ def _decision(
             admitted = session_step.admit(stage, deny, deps.sessions)
         return ApprovalOutcome(deny, stage.presented, None), admitted, None
     with phases.measure("session"):
-        session = session_step.snapshot(stage, deps.sessions)
+        reads = session_step.reads(stage, deps.session_reads, shadow=deps.shadow is not None)
+        session = session_step.snapshot(stage, deps.sessions, reads)
     admission = session_step.Admission(stage, deps.sessions)
     asked: list[tuple[dict[str, Any], PolicyDecision, PendingShadow | None]] = []
 
-    def evaluate(approval: Granted | None) -> PolicyDecision:
+    def ask(approval: Granted | None) -> PolicyDecision:
         with phases.measure("policy"):
             document = policy_input.build(stage, session=session, approval=approval)
             if asked:
@@ -173,6 +175,16 @@ def _decision(
         if not decision.policy_revision:
             decision = decision.model_copy(update={"policy_revision": deps.engine.revision()})
         asked.append((document, decision, pending))
+        return decision
+
+    def evaluate(approval: Granted | None) -> PolicyDecision:
+        nonlocal session
+        decision = ask(approval)
+        if session.reads.stale(decision.policy_revision):
+            # A new policy revision decided: it may read members the old one did not declare.
+            with phases.measure("session"):
+                session = session_step.snapshot(stage, deps.sessions, EVERYTHING)
+            decision = ask(approval)
         with phases.measure("limits"):
             return admission.admit(decision)
 
