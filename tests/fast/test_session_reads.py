@@ -14,9 +14,11 @@ from app.decide.phases import Phases
 from app.decide.pipeline import decide
 from app.decide.stages import DecideCall, Progress
 from app.engine.base import RawResult
+from app.engine.shadow import ShadowEvaluator
 from app.errors import DependencyUnavailable
 from app.session.reads import EVERYTHING, Reads
 from app.session.store import SessionStore
+from tests.fast.test_shadow import Candidate
 from tests.support import fakes
 
 
@@ -108,3 +110,16 @@ def test_reads_are_wanted_by_path_and_stale_only_for_another_revision() -> None:
     assert not Reads(frozenset(), "r1").any_session
     assert (reads.stale("r1"), reads.stale("r2")) == (False, True)
     assert not EVERYTHING.stale("r2") and EVERYTHING.wants("session.recent")
+
+
+def test_a_shadow_candidate_sees_the_whole_session(config) -> None:
+    """The candidate policy may read members the active one does not declare."""
+    engine, snapshots = DeclaringEngine([]), []
+    deps = _read(config, engine, snapshots)
+    candidate = Candidate()
+    deps = replace(deps, shadow=ShadowEvaluator(candidate, deadline_ms=2000, workers=1))
+    run(deps, "readFile", {"path": "/srv/a.csv"})
+    assert set(candidate.inputs[-1]["session"]) == {"windows", "conversation", "subject", "recent", "truncated"}
+    assert engine.inputs[-1] == candidate.inputs[-1] and engine.asked == 0
+    deps.shadow.close()
+    deps.decision_log.close()
