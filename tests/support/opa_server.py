@@ -31,7 +31,6 @@ from opa_bindings import OpaEngine, OpaError, OpaUndefinedError
 
 from app.policy.bundle import load_bundle, read_directory
 
-
 #: The query path of the gateway's decision document: the only one behaviours apply to.
 DECISION_QUERY = "/v1/data/toolgate/decision"
 
