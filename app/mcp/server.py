@@ -1,6 +1,8 @@
 """The MCP server side of ``toolgate mcp``: an SDK low-level ``Server`` whose ``tools/list``
-shows the upstream tools the caller may use (``app.decide.capabilities``) and whose
-``tools/call`` goes through ``ToolCalls``.
+shows the upstream tools the caller may use (``app.decide.capabilities``, listing the
+upstreams again and so refreshing the tool cache) and whose ``tools/call`` goes through
+``ToolCalls``. The SDK looks tools' input schemas up in the cache
+(``get_tool_input_schema``), never by running ``tools/list`` for a call.
 
 The caller of each message is authenticated on that message: over Streamable HTTP from its
 ``Authorization: Bearer`` header (the same JWT rules as the HTTP API), over stdio from the
@@ -69,7 +71,7 @@ def build_server(deps: Deps, pool: UpstreamPool) -> Server[Any]:
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         caller = await identity.caller(ctx)
-        tools = await pool.tools()
+        tools = await pool.refresh()
         usable = await anyio.to_thread.run_sync(_usable, deps, calls, caller, tools)
         return types.ListToolsResult(tools=[tool.listed() for tool in usable])
 
@@ -78,7 +80,8 @@ def build_server(deps: Deps, pool: UpstreamPool) -> Server[Any]:
         return await calls.call(ctx, caller, params)
 
     return Server(
-        "toolgate", version=_version(), instructions=INSTRUCTIONS, on_list_tools=list_tools, on_call_tool=call_tool
+        "toolgate", version=_version(), instructions=INSTRUCTIONS, get_tool_input_schema=pool.input_schema,
+        on_list_tools=list_tools, on_call_tool=call_tool,
     )
 
 
@@ -86,7 +89,8 @@ def _usable(deps: Deps, calls: ToolCalls, caller: Caller, tools: list[UpstreamTo
     """The tools ``caller`` may use. Raises ``MCPError`` (``INTERNAL_ERROR``) when the policy
     cannot be asked: then nothing is listed."""
     facts = [
-        capabilities.tool_facts(deps.contracts, tool.name, calls.version_of(tool.name), tool.definition.annotations)
+        capabilities.tool_facts(deps.contracts, tool.name, calls.version_of(tool.name), tool.definition.annotations,
+                                tool.upstream.name)
         for tool in tools
     ]
     try:

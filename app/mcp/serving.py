@@ -131,6 +131,7 @@ async def serve_http(deps: Deps, upstreams: list[McpUpstream], bind: str) -> Non
     """Serve Streamable HTTP on ``bind`` (``HOST:PORT``) at ``TOOLGATE_MCP_PATH`` until stopped."""
     host, port = split_bind(bind)
     async with build_pool(deps, upstreams) as pool:
+        await pool.check()
         server = build_server(deps, pool)
         app: Any = server.streamable_http_app(streamable_http_path=deps.settings.mcp_path, host=host)
         config = uvicorn.Config(BearerGate(app, deps.verifier), host=host, port=port, log_level="warning",
@@ -142,6 +143,8 @@ async def serve_http(deps: Deps, upstreams: list[McpUpstream], bind: str) -> Non
 
 async def serve_stdio(deps: Deps, upstreams: list[McpUpstream]) -> None:
     """Serve one client over this process's stdin/stdout until it closes them."""
-    async with build_pool(deps, upstreams) as pool, stdio_server() as (read, write):
+    async with build_pool(deps, upstreams) as pool:
+        await pool.check()
         server = build_server(deps, pool)
-        await server.run(read, write, server.create_initialization_options())
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())

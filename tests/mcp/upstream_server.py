@@ -5,10 +5,13 @@ store. Every call it executes is appended as one JSON line to the file named by
     python -m tests.mcp.upstream_server            # stdio
     python -m tests.mcp.upstream_server --http PORT  # Streamable HTTP on 127.0.0.1:PORT/mcp
 
+Every ``tools/list`` it answers is logged there too, as ``{"listed": true}``.
+
 Tools: ``read_note`` (read-only), ``add_note`` (additive), ``delete_note`` and ``transfer``
-(no annotations: destructive, as MCP says), ``crash`` (the process dies mid-call),
-``malformed`` (answers structured content that breaks its own output schema), ``slow``
-(answers after ``seconds``).
+(no annotations: destructive, as MCP says), ``charge`` (an error result when the amount is
+over 500: the card is declined), ``crash`` (the process dies mid-call), ``malformed``
+(answers structured content that breaks its own output schema), ``slow`` (answers after
+``seconds``). Adding the note ``tool-changed`` sends ``notifications/tools/list_changed``.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ TOOLS = [
     types.Tool(name="delete_note", description="Delete a note.", input_schema=_object({"name": NAME}, ["name"])),
     types.Tool(name="transfer", description="Move money.",
                input_schema=_object({"amount": {"type": "integer", "minimum": 1}, "to": NAME}, ["amount", "to"])),
+    types.Tool(name="charge", description="Charge a card.",
+               input_schema=_object({"amount": {"type": "integer", "minimum": 1}}, ["amount"])),
     types.Tool(name="crash", description="Dies while running.", input_schema=_object({}, [])),
     types.Tool(name="malformed", description="Answers a result that breaks its output schema.",
                input_schema=_object({}, []),
@@ -51,11 +56,15 @@ TOOLS = [
 ]
 
 
-def _executed(name: str, arguments: dict[str, Any]) -> None:
+def _log(entry: dict[str, Any]) -> None:
     path = os.environ.get("NOTES_EXECUTION_LOG")
     if path:
         with open(path, "a", encoding="utf-8") as log:
-            log.write(json.dumps({"tool": name, "arguments": arguments, "pid": os.getpid()}) + "\n")
+            log.write(json.dumps({**entry, "pid": os.getpid()}) + "\n")
+
+
+def _executed(name: str, arguments: dict[str, Any]) -> None:
+    _log({"tool": name, "arguments": arguments})
 
 
 def _text(text: str) -> list[types.ContentBlock]:
@@ -63,6 +72,7 @@ def _text(text: str) -> list[types.ContentBlock]:
 
 
 async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    _log({"listed": True})
     return types.ListToolsResult(tools=TOOLS)
 
 
@@ -76,6 +86,8 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         return types.CallToolResult(content=_text(text), structured_content={"name": arguments["name"], "text": text})
     if params.name == "add_note":
         NOTES[arguments["name"]] = arguments["text"]
+        if arguments["name"] == "tool-changed":
+            await ctx.session.send_tool_list_changed()
         return types.CallToolResult(content=_text(f"added {arguments['name']}"), structured_content={"notes": len(NOTES)})
     if params.name == "delete_note":
         NOTES.pop(arguments["name"], None)
@@ -83,6 +95,10 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     if params.name == "transfer":
         return types.CallToolResult(content=_text(f"sent {arguments['amount']} to {arguments['to']}"),
                                     structured_content={"transfer_id": f"tr-{time.time_ns()}"})
+    if params.name == "charge":
+        if arguments["amount"] > 500:
+            return types.CallToolResult(content=_text("card declined"), is_error=True)
+        return types.CallToolResult(content=_text(f"charged {arguments['amount']}"))
     if params.name == "crash":
         os._exit(3)
     if params.name == "malformed":
