@@ -39,6 +39,7 @@ import anyio
 import mcp_types as types
 from cachetools import TTLCache
 from mcp import MCPError
+from mcp.shared.dispatcher import ProgressFnT
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -47,10 +48,11 @@ from app.decide.deps import Deps
 from app.decide.events import RequestFacts
 from app.decide.phases import Phases
 from app.decide.pipeline import decide
-from app.decide.stages import DecideCall, Progress
+from app.decide.stages import DecideCall, Progress, ToolDefinition
 from app.errors import DependencyUnavailable, ToolgateError, Unauthenticated, ValidationFailed
 from app.idempotency.keys import validate_key
 from app.mcp import results
+from app.mcp.relay import Relays
 from app.mcp.upstreams import UpstreamFailed, UpstreamPool, UpstreamTool, UpstreamUnavailable
 from app.models import DecideResponse, Subject
 
@@ -101,6 +103,8 @@ class Exchange:
 
     session: str
     request_id: str | int | None
+    #: Whether ``session`` is one the client keeps (not made up for a request without one).
+    stateful: bool = True
 
 
 def _meta(params: types.CallToolRequestParams) -> dict[str, Any]:
@@ -127,6 +131,29 @@ def _request_id() -> str:
     return "mcp-" + uuid.uuid4().hex
 
 
+async def run_decide(
+    deps: Deps, caller: Caller, body: dict[str, Any], key: str | None, definition: ToolDefinition
+) -> DecideResponse:
+    """One run of the decide pipeline with the decide ``body`` (in a worker thread: it is
+    synchronous). Raises what ``decide`` raises."""
+    decide_call = DecideCall(request_id=_request_id(), authorization=caller.authorization,
+                             body=json.dumps(body).encode(), idempotency_key=key, tool_definition=definition)
+    return await anyio.to_thread.run_sync(partial(decide, deps, Progress(decide_call), Phases()))
+
+
+def _progress_relay(ctx: Any, params: types.CallToolRequestParams) -> ProgressFnT | None:
+    """What passes the upstream's progress of a call on to the client, under the client's own
+    progress token; None when the client asked for no progress."""
+    token = (params.meta or {}).get("progress_token")
+    if not isinstance(token, str | int):
+        return None
+
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        await ctx.session.send_progress_notification(token, progress, total, message, related_request_id=ctx.request_id)
+
+    return relay
+
+
 def _elicitation_supported(ctx: Any) -> bool:
     """The client declared form elicitation (``elicitation: {}`` counts as form, as MCP says)."""
     capabilities = ctx.session.client_capabilities
@@ -140,6 +167,7 @@ class ToolCalls:
     def __init__(self, deps: Deps, pool: UpstreamPool) -> None:
         self._deps = deps
         self._pool = pool
+        self._relays = Relays(pool)
         #: The one client of a stdio gateway.
         self._stdio_session = uuid.uuid4().hex
         self._versions = dict(pair.split(":", 1) for pair in deps.settings.mcp_tool_versions if ":" in pair)
@@ -160,7 +188,8 @@ class ToolCalls:
         request = getattr(ctx, "request", None)
         if request is None:
             return Exchange(self._stdio_session, ctx.request_id)
-        return Exchange(request.headers.get("mcp-session-id") or uuid.uuid4().hex, ctx.request_id)
+        session = request.headers.get("mcp-session-id")
+        return Exchange(session or uuid.uuid4().hex, ctx.request_id, stateful=session is not None)
 
     def _resolve(self, caller: Caller, tool: UpstreamTool, params: types.CallToolRequestParams, exchange: Exchange) -> ToolCall:
         meta = _meta(params)
@@ -192,22 +221,14 @@ class ToolCalls:
     # --- deciding ----------------------------------------------------------------------------
 
     async def _decide(self, caller: Caller, call: ToolCall, approval: dict[str, str] | None = None) -> DecideResponse:
-        """One run of the decide pipeline (in a worker thread: it is synchronous). Raises what
-        ``decide`` raises."""
+        """One run of the decide pipeline for ``call``. Raises what ``decide`` raises."""
         body: dict[str, Any] = {"tool": call.tool.name, "version": call.version, "input": call.arguments,
                                 "context": call.context}
         if call.tool_call_id is not None:
             body["tool_call_id"] = call.tool_call_id
         if approval is not None:
             body["approval"] = approval
-        decide_call = DecideCall(
-            request_id=_request_id(),
-            authorization=caller.authorization,
-            body=json.dumps(body).encode(),
-            idempotency_key=call.key,
-            tool_definition=call.tool.definition,
-        )
-        return await anyio.to_thread.run_sync(partial(decide, self._deps, Progress(decide_call), Phases()))
+        return await run_decide(self._deps, caller, body, call.key, call.tool.definition)
 
     async def call(self, ctx: Any, caller: Caller, params: types.CallToolRequestParams) -> types.CallToolResult | types.InputRequiredResult:
         """Answer one ``tools/call`` (see the module docstring). Raises ``MCPError``:
@@ -233,7 +254,7 @@ class ToolCalls:
             return results.denied(response)
         if response.decision == "user-approval":
             return results.approval_pending(response)
-        return await self._execute(caller, call, response)
+        return await self._execute(ctx, caller, call, response, _progress_relay(ctx, params))
 
     async def _presented(
         self, caller: Caller, call: ToolCall, params: types.CallToolRequestParams
@@ -324,15 +345,19 @@ class ToolCalls:
 
     # --- running -----------------------------------------------------------------------------
 
-    async def _execute(self, caller: Caller, call: ToolCall, response: DecideResponse) -> types.CallToolResult:
-        """An allowed call: replay its stored outcome, or forward it and record the result."""
+    async def _execute(
+        self, ctx: Any, caller: Caller, call: ToolCall, response: DecideResponse, progress: ProgressFnT | None
+    ) -> types.CallToolResult:
+        """An allowed call: replay its stored outcome, or forward it (its progress to
+        ``progress``, the upstream's requests to the client when it can answer them) and
+        record the result."""
         idempotency = response.idempotency
         if idempotency is not None and idempotency.state == "replayed":
             return results.replayed(response)
         token = idempotency.reservation_token if idempotency is not None else None
         tool = call.tool
         try:
-            result = await tool.upstream.call_tool(tool.tool.name, call.arguments)
+            result = await self._relayed(ctx, tool, call.arguments, progress)
             outcome = self._checked(call, result)
         except UpstreamUnavailable as exc:
             await self._failed(caller, call, token, retryable=True, reason=f"{exc}; the call was not sent")
@@ -349,6 +374,23 @@ class ToolCalls:
             else:
                 await self._completed(caller, call, response, outcome, token)
         return results.with_decision(result, response)
+
+    async def _relayed(
+        self, ctx: Any, tool: UpstreamTool, arguments: dict[str, Any], progress: ProgressFnT | None
+    ) -> types.CallToolResult:
+        """Call the tool upstream, through the client session's own connection when it gets one
+        (``app.mcp.relay``). Raises as ``Upstream.call_tool``."""
+        exchange = self.exchange(ctx)
+        if not exchange.stateful:
+            return await tool.upstream.call_tool(tool.tool.name, arguments, progress)
+        upstream, relay = await self._relays.route(exchange.session, tool.upstream, ctx)
+        if relay is not None:
+            relay.serving = ctx
+        try:
+            return await upstream.call_tool(tool.tool.name, arguments, progress)
+        finally:
+            if relay is not None and relay.serving is ctx:
+                relay.serving = None
 
     async def _completed(self, caller: Caller, call: ToolCall, response: DecideResponse, outcome: dict[str, Any], token: str) -> None:
         """Store the result as the outcome of the call's key. Raises ``MCPError`` when it

@@ -2,7 +2,9 @@
 shows the upstream tools the caller may use (``app.decide.capabilities``, listing the
 upstreams again and so refreshing the tool cache) and whose ``tools/call`` goes through
 ``ToolCalls``. The SDK looks tools' input schemas up in the cache
-(``get_tool_input_schema``), never by running ``tools/list`` for a call.
+(``get_tool_input_schema``), never by running ``tools/list`` for a call. Resources, prompts and
+completions go through ``Catalog``; ``logging/setLevel`` is accepted (the gateway relays no
+upstream log messages, so there is nothing to filter).
 
 The caller of each message is authenticated on that message: over Streamable HTTP from its
 ``Authorization: Bearer`` header (the same JWT rules as the HTTP API), over stdio from the
@@ -25,6 +27,7 @@ from app.decide import capabilities
 from app.decide.deps import Deps
 from app.errors import ToolgateError, Unauthenticated
 from app.mcp.calls import Caller, ToolCalls
+from app.mcp.catalog import Catalog
 from app.mcp.upstreams import UpstreamPool, UpstreamTool
 
 INSTRUCTIONS = (
@@ -79,10 +82,47 @@ def build_server(deps: Deps, pool: UpstreamPool) -> Server[Any]:
         caller = await identity.caller(ctx)
         return await calls.call(ctx, caller, params)
 
-    return Server(
+    catalog = Catalog(deps, pool)
+
+    async def list_resources(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+        return await catalog.list_resources(await identity.caller(ctx))
+
+    async def list_templates(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourceTemplatesResult:
+        return await catalog.list_templates(await identity.caller(ctx))
+
+    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        return await catalog.read_resource(await identity.caller(ctx), params)
+
+    async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        return await catalog.subscribe(await identity.caller(ctx), params)
+
+    async def unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        return await catalog.unsubscribe(await identity.caller(ctx), params)
+
+    async def list_prompts(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+        return await catalog.list_prompts(await identity.caller(ctx))
+
+    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        return await catalog.get_prompt(await identity.caller(ctx), params)
+
+    async def complete(ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
+        return await catalog.complete(await identity.caller(ctx), params)
+
+    async def set_level(ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
+        await identity.caller(ctx)
+        return types.EmptyResult()
+
+    server: Server[Any] = Server(
         "toolgate", version=_version(), instructions=INSTRUCTIONS, get_tool_input_schema=pool.input_schema,
-        on_list_tools=list_tools, on_call_tool=call_tool,
+        on_list_tools=list_tools, on_call_tool=call_tool, on_list_resources=list_resources,
+        on_list_resource_templates=list_templates, on_read_resource=read_resource, on_subscribe_resource=subscribe,
+        on_unsubscribe_resource=unsubscribe, on_list_prompts=list_prompts, on_get_prompt=get_prompt,
+        on_completion=complete,
     )
+    # Registered directly: the constructor's on_set_logging_level warns that logging is
+    # deprecated on 2026-07-28, which handshake-era clients still use.
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
+    return server
 
 
 def _usable(deps: Deps, calls: ToolCalls, caller: Caller, tools: list[UpstreamTool]) -> list[UpstreamTool]:

@@ -25,11 +25,11 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -38,6 +38,7 @@ import mcp_types as types
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.session import IncomingMessage
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.dispatcher import ProgressFnT
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 from pydantic import ValidationError
 
@@ -47,6 +48,8 @@ from app.settings import McpUpstream
 from app.vocabulary import TOOL_NAME_PATTERN
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 _TOOL_NAME = re.compile(TOOL_NAME_PATTERN)
 _MAX_PAGES = 100
@@ -156,8 +159,11 @@ class Upstream:
     group (``attach``), which also closes it, so the SDK's task groups are entered and left in
     one task."""
 
-    def __init__(self, spec: McpUpstream, *, connect_timeout_s: float, call_timeout_s: float) -> None:
+    def __init__(self, spec: McpUpstream, *, connect_timeout_s: float, call_timeout_s: float,
+                 callbacks: dict[str, Any] | None = None) -> None:
         self.spec = spec
+        #: The SDK client's callbacks for what the upstream sends on its own (sampling, ...).
+        self._callbacks = callbacks or {}
         self.name = spec.name
         self._connect_timeout_s = connect_timeout_s
         self._call_timeout_s = call_timeout_s
@@ -184,14 +190,14 @@ class Upstream:
         spec = self.spec
         if spec.command is not None:
             params = StdioServerParameters(command=spec.command[0], args=spec.command[1:], env=spec.env, cwd=spec.cwd)
-            return Client(params, cache=None, message_handler=self._notified, mode="legacy")
+            return Client(params, cache=None, message_handler=self._notified, mode="legacy", **self._callbacks)
         assert spec.url is not None
         headers = {name: value.get_secret_value() for name, value in spec.headers.items()}
         http = await stack.enter_async_context(
             httpx2.AsyncClient(headers=headers, timeout=self._call_timeout_s, transport=_ConnectRefusals())
         )
         return Client(streamable_http_client(spec.url, http_client=http), cache=None, message_handler=self._notified,
-                      mode="legacy")
+                      mode="legacy", **self._callbacks)
 
     async def _serve(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Hold one connection until ``drop``; never raises (a failure leaves ``_client`` None)."""
@@ -254,14 +260,28 @@ class Upstream:
             raise UpstreamUnavailable(f"upstream {self.name} did not list its tools") from exc
         return tools
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
-        """Call ``name`` upstream. Raises ``UpstreamUnavailable`` (not sent) or
-        ``UpstreamFailed``."""
+    async def forward(self, request: Callable[[Client], Awaitable[T]]) -> T:
+        """Send one request that changes nothing (a listing, a read, a completion) through the
+        connected client, within the call timeout. Raises ``UpstreamUnavailable`` (not
+        connected, or no answer in time) or the SDK's ``MCPError`` (the upstream's error)."""
+        client = await self.client()
+        try:
+            with anyio.fail_after(self._call_timeout_s):
+                return await request(client)
+        except (TimeoutError, OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            await self.drop()
+            raise UpstreamUnavailable(f"upstream {self.name} did not answer") from exc
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], progress: ProgressFnT | None = None
+    ) -> types.CallToolResult:
+        """Call ``name`` upstream (``progress`` receives its progress notifications). Raises
+        ``UpstreamUnavailable`` (not sent) or ``UpstreamFailed``."""
         client = await self.client()
         attempt = _Attempt()
         token = _ATTEMPT.set(attempt)
         try:
-            return await self._sent(client, name, arguments)
+            return await self._sent(client, name, arguments, progress)
         except UpstreamFailed as exc:
             if attempt.unsent:
                 raise UpstreamUnavailable(f"upstream {self.name} refused the connection") from exc
@@ -269,10 +289,13 @@ class Upstream:
         finally:
             _ATTEMPT.reset(token)
 
-    async def _sent(self, client: Client, name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    async def _sent(
+        self, client: Client, name: str, arguments: dict[str, Any], progress: ProgressFnT | None
+    ) -> types.CallToolResult:
         try:
             with anyio.fail_after(self._call_timeout_s):
-                return await client.call_tool(name, arguments, read_timeout_seconds=self._call_timeout_s)
+                return await client.call_tool(name, arguments, read_timeout_seconds=self._call_timeout_s,
+                                              progress_callback=progress)
         except TimeoutError as exc:
             await self.drop()
             raise UpstreamFailed("timeout", f"upstream {self.name} did not answer in time") from exc
@@ -295,6 +318,8 @@ class UpstreamPool:
 
     def __init__(self, upstreams: Sequence[Upstream]) -> None:
         self.upstreams = list(upstreams)
+        self._tasks: anyio.abc.TaskGroup | None = None
+        self._opened: list[Upstream] = []
         self._by_name: dict[str, UpstreamTool] = {}
         #: Names offered by more than one upstream, with the upstreams offering them.
         self.collisions: dict[str, list[str]] = {}
@@ -305,13 +330,27 @@ class UpstreamPool:
         self._stack = AsyncExitStack()
 
     async def __aenter__(self) -> UpstreamPool:
-        tasks = await self._stack.enter_async_context(anyio.create_task_group())
+        tasks = self._tasks = await self._stack.enter_async_context(anyio.create_task_group())
         for upstream in self.upstreams:
             upstream.attach(tasks, self._tools_changed)
         return self
 
+    def open(self, spec: McpUpstream, sampling: Callable[..., Awaitable[Any]], elicitation: Callable[..., Awaitable[Any]],
+             logging_callback: Callable[..., Awaitable[None]]) -> Upstream:
+        """Another connection to the upstream of ``spec`` (same timeouts), whose server-to-client
+        requests and log messages go to the given callbacks; connected at its first use, ended
+        by ``drop`` or when the pool closes."""
+        first = next(u for u in self.upstreams if u.spec == spec)
+        upstream = Upstream(spec, connect_timeout_s=first._connect_timeout_s, call_timeout_s=first._call_timeout_s,
+                            callbacks={"sampling_callback": sampling, "elicitation_callback": elicitation,
+                                       "logging_callback": logging_callback})
+        assert self._tasks is not None
+        upstream.attach(self._tasks, self._tools_changed)
+        self._opened.append(upstream)
+        return upstream
+
     async def __aexit__(self, *exc: object) -> None:
-        for upstream in self.upstreams:
+        for upstream in [*self.upstreams, *self._opened]:
             await upstream.drop()
         await self._stack.aclose()
 
