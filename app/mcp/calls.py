@@ -40,6 +40,7 @@ import mcp_types as types
 from cachetools import TTLCache
 from mcp import MCPError
 from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.message import ServerMessageMetadata
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -335,13 +336,18 @@ class ToolCalls:
             f"approval {response.approval.approval_id}. Accept once it is answered to continue."
         )
         schema: dict[str, Any] = {"type": "object", "properties": {}}
+        # The approval in structured form too, under the same key as on a pending result.
+        request = types.ElicitRequest(params=types.ElicitRequestFormParams.model_validate({
+            "message": message, "requestedSchema": schema,
+            "_meta": {APPROVAL_META: response.approval.model_dump(mode="json")},
+        }))
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             answered = (params.input_responses or {}).get(APPROVAL_INPUT)
             if answered is None:
-                request = types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=schema))
                 return types.InputRequiredResult(input_requests={APPROVAL_INPUT: request})
             return answered if isinstance(answered, types.ElicitResult) else None
-        return await ctx.session.elicit_form(message=message, requested_schema=schema, related_request_id=ctx.request_id)
+        return await ctx.session.send_request(request, types.ElicitResult,
+                                              metadata=ServerMessageMetadata(related_request_id=ctx.request_id))
 
     # --- running -----------------------------------------------------------------------------
 

@@ -120,15 +120,22 @@ async def test_an_account_holders_elicitation_never_approves_her_own_transfer(ga
     """Her MCP session is the requester's own: an answer from it is never an approval (a
     requester confirms her own call only with a step-up token, when the policy allows it)."""
     asked: list[types.ElicitRequestParams] = []
+    metas: list[dict[str, Any]] = []
 
     async def confirm(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         asked.append(params)
+        # The request's _meta: on its params (handshake), on the context (a 2026-07-28 input request).
+        metas.append({**(context.meta or {}), **(params.meta or {})})
         return types.ElicitResult(action="accept", content={"approve": True})
 
     async with gateway.client(gateway.token("u-5", "account_holder"), elicitation_callback=confirm, mode=mode) as client:
         result = await client.call_tool("transfer", {"amount": 300, "to": "erin"})
     assert result.is_error and decision(result)["decision"] == "user-approval", text(result)
     assert len(asked) == 1 and "needs an approver's answer" in asked[0].message
+    if mode == "legacy":  # the SDK (2.3) hands a 2026-07-28 input request's callback no _meta
+        structured = metas[0]["toolgate/approval"]
+        assert structured["approval_id"] == result.meta["toolgate/approval"]["approval_id"]
+        assert structured["request_reason"] == "transfers over 100 need approval"
     assert gateway.executions() == []
     assert gateway.records(event="approval_answer") == []
 
