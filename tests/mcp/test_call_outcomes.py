@@ -222,3 +222,41 @@ def test_two_upstreams_offering_the_same_tool_without_a_prefix_refuse_to_start(t
     )
     assert done.returncode == 2, done.stderr
     assert "read_note (upstreams notes and copy)" in done.stderr
+
+
+async def test_resources_and_prompts_are_listed_and_read_only_as_the_policy_allows(gateway: Gateway) -> None:
+    """A viewer may use resources.read and prompts.get (tests/mcp/policies), an agent may not."""
+    async with gateway.client(gateway.token("u-2", "viewer"), mode="legacy") as client:
+        resources = [str(r.uri) for r in (await client.list_resources()).resources]
+        read = await client.read_resource("note://welcome")
+        prompts = [p.name for p in (await client.list_prompts()).prompts]
+        prompt = await client.get_prompt("greet", {"name": "Ada"})
+    async with gateway.client(gateway.token("u-1", "agent"), mode="legacy") as client:
+        hidden = (await client.list_resources()).resources
+        with pytest.raises(MCPError) as denied:
+            await client.read_resource("note://welcome")
+    assert resources == ["note://welcome"] and read.contents[0].text == "hello from the upstream"
+    assert prompts == ["greet"] and prompt.messages[0].content.text == "Greet Ada."
+    assert hidden == [] and denied.value.error.code == types.INVALID_REQUEST
+    assert denied.value.error.data["toolgate/decision"]["reasons"] == ["no role of the caller may use resources.read"]
+    assert [(e["tool"], e["arguments"]) for e in gateway.executions()] == [
+        ("resources/read", {"uri": "note://welcome"}), ("prompts/get", {"name": "greet"}),
+    ]
+    decided = [(r.tool, r.decision) for r in gateway.records(event="decide")]
+    assert decided == [("resources.read", "allow"), ("prompts.get", "allow"), ("resources.read", "deny")]
+
+
+async def test_an_upstreams_sampling_reaches_the_client_that_declared_it_and_is_refused_otherwise(gateway: Gateway) -> None:
+    asked: list[str] = []
+
+    async def model(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        asked.append(params.messages[0].content.text)
+        return types.CreateMessageResult(role="assistant", content=types.TextContent(type="text", text="short"), model="m")
+
+    token = gateway.token("u-1", "agent")
+    async with gateway.client(token, mode="legacy", sampling_callback=model) as client:
+        answered = await client.call_tool("summarize", {"text": "a long text"})
+    async with gateway.client(token, mode="legacy") as client:
+        refused = await client.call_tool("summarize", {"text": "another text"})
+    assert not answered.is_error and text(answered) == "summary: short" and asked == ["a long text"]
+    assert refused.is_error and text(refused).startswith("sampling refused")

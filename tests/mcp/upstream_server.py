@@ -11,7 +11,10 @@ Tools: ``read_note`` (read-only), ``add_note`` (additive), ``delete_note`` and `
 (no annotations: destructive, as MCP says), ``charge`` (an error result when the amount is
 over 500: the card is declined), ``crash`` (the process dies mid-call), ``malformed``
 (answers structured content that breaks its own output schema), ``slow`` (answers after
-``seconds``). Adding the note ``tool-changed`` sends ``notifications/tools/list_changed``.
+``seconds``), ``summarize`` (asks the client's model through sampling and answers what it
+said, or the error it got). Adding the note ``tool-changed`` sends
+``notifications/tools/list_changed``. Resources: every note as ``note://NAME``; prompt:
+``greet`` (argument ``name``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Any
 
 import anyio
 import mcp_types as types
+from mcp import MCPError
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 
@@ -46,6 +50,9 @@ TOOLS = [
                input_schema=_object({"amount": {"type": "integer", "minimum": 1}, "to": NAME}, ["amount", "to"])),
     types.Tool(name="charge", description="Charge a card.",
                input_schema=_object({"amount": {"type": "integer", "minimum": 1}}, ["amount"])),
+    types.Tool(name="summarize", description="Summarize a text with the client's model.",
+               input_schema=_object({"text": {"type": "string"}}, ["text"]),
+               annotations=types.ToolAnnotations(read_only_hint=True)),
     types.Tool(name="crash", description="Dies while running.", input_schema=_object({}, [])),
     types.Tool(name="malformed", description="Answers a result that breaks its output schema.",
                input_schema=_object({}, []),
@@ -99,6 +106,15 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
         if arguments["amount"] > 500:
             return types.CallToolResult(content=_text("card declined"), is_error=True)
         return types.CallToolResult(content=_text(f"charged {arguments['amount']}"))
+    if params.name == "summarize":
+        try:
+            answer = await ctx.session.create_message(
+                messages=[types.SamplingMessage(role="user", content=types.TextContent(type="text", text=arguments["text"]))],
+                max_tokens=50, related_request_id=ctx.request_id)
+        except MCPError as exc:
+            return types.CallToolResult(content=_text(f"sampling refused: {exc.error.message}"), is_error=True)
+        said = answer.content.text if isinstance(answer.content, types.TextContent) else "?"
+        return types.CallToolResult(content=_text(f"summary: {said}"))
     if params.name == "crash":
         os._exit(3)
     if params.name == "malformed":
@@ -109,8 +125,29 @@ async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.Call
     return types.CallToolResult(content=_text(f"unknown tool {params.name}"), is_error=True)
 
 
+async def list_resources(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+    return types.ListResourcesResult(resources=[types.Resource(uri=f"note://{name}", name=name) for name in NOTES])
+
+
+async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+    name = str(params.uri).removeprefix("note://")
+    _executed("resources/read", {"uri": str(params.uri)})
+    return types.ReadResourceResult(contents=[types.TextResourceContents(uri=str(params.uri), text=NOTES.get(name, ""))])
+
+
+async def list_prompts(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+    return types.ListPromptsResult(prompts=[types.Prompt(name="greet", arguments=[types.PromptArgument(name="name", required=True)])])
+
+
+async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+    _executed("prompts/get", {"name": params.name})
+    who = (params.arguments or {}).get("name", "you")
+    return types.GetPromptResult(messages=[types.PromptMessage(role="user", content=types.TextContent(type="text", text=f"Greet {who}."))])
+
+
 def build() -> Server[Any]:
-    return Server("notes", version="1.0", on_list_tools=list_tools, on_call_tool=call_tool)
+    return Server("notes", version="1.0", on_list_tools=list_tools, on_call_tool=call_tool, on_list_resources=list_resources,
+                  on_read_resource=read_resource, on_list_prompts=list_prompts, on_get_prompt=get_prompt)
 
 
 async def _stdio() -> None:
