@@ -65,7 +65,7 @@ async def test_tools_list_shows_only_the_tools_a_role_may_use(gateway: Gateway) 
         agent = {tool.name for tool in (await client.list_tools()).tools}
     async with gateway.client(gateway.token("u-2", "viewer")) as client:
         viewer = {tool.name: tool for tool in (await client.list_tools()).tools}
-    assert agent == {"read_note", "add_note", "transfer", "charge", "crash", "malformed", "slow"}
+    assert agent == {"read_note", "add_note", "transfer", "charge", "summarize", "crash", "malformed", "slow"}
     # delete_note is granted to viewers by name, but it is destructive (no annotations) and
     # viewers may not use destructive tools: an input-independent rule hides it.
     assert set(viewer) == {"read_note"}

@@ -67,3 +67,27 @@ async def test_an_unreachable_upstream_lists_nothing_and_calls_fail_as_unavailab
                 await client.call_tool("read_note", {"name": "welcome"})
     finally:
         stop(gateway.process)
+
+
+async def test_the_protected_resource_metadata_and_the_401_challenge_name_the_authorization_server(
+    tmp_path: Path, redis_server, redis_client
+) -> None:
+    """RFC 9728 as the MCP authorization specification uses it: a client that gets 401 finds
+    the metadata from the challenge, and in it the authorization server to get a token from."""
+    import httpx2
+
+    gateway = start_gateway(tmp_path, redis_server.url, TOOLGATE_MCP_AUTHORIZATION_SERVERS="https://id.example.com/realms/acme",
+                            TOOLGATE_MCP_SCOPES="mcp:tools,mcp:resources")
+    try:
+        async with httpx2.AsyncClient() as http:
+            refused = await http.post(gateway.url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+            challenge = refused.headers["www-authenticate"]
+            where = challenge.split('resource_metadata="')[1].rstrip('"')
+            metadata = (await http.get(where)).json()
+    finally:
+        stop(gateway.process)
+    base = gateway.url.removesuffix("/mcp")
+    assert refused.status_code == 401 and challenge.startswith('Bearer realm="toolgate"')
+    assert where == f"{base}/.well-known/oauth-protected-resource/mcp"
+    assert metadata == {"resource": gateway.url, "authorization_servers": ["https://id.example.com/realms/acme"],
+                        "bearer_methods_supported": ["header"], "scopes_supported": ["mcp:tools", "mcp:resources"]}
