@@ -107,15 +107,17 @@ class Catalog:
         except UpstreamUnavailable as exc:
             raise MCPError(INTERNAL_ERROR, f"upstream {upstream.name} is unavailable", data={"retryable": True}) from exc
 
-    # --- the request handlers -------------------------------------------------------------
+    # --- the request handlers (the first page of every upstream; no cursor) ----------------
 
-    async def list_resources(self, caller: Caller) -> types.ListResourcesResult:
+    async def list_resources(self, caller: Caller, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
         async def fetch(client: Client) -> list[types.Resource]:
             return list((await client.list_resources(cache_mode="refresh")).resources)
 
         return types.ListResourcesResult(resources=await self._each(caller, READ_RESOURCE, fetch, lambda r: str(r.uri)))
 
-    async def list_templates(self, caller: Caller) -> types.ListResourceTemplatesResult:
+    async def list_templates(
+        self, caller: Caller, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
         async def fetch(client: Client) -> list[types.ResourceTemplate]:
             return list((await client.list_resource_templates(cache_mode="refresh")).resource_templates)
 
@@ -138,7 +140,7 @@ class Catalog:
         uri = str(params.uri)
         return await self._forward(self._owner(uri), lambda client: client.session.unsubscribe_resource(uri))
 
-    async def list_prompts(self, caller: Caller) -> types.ListPromptsResult:
+    async def list_prompts(self, caller: Caller, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
         async def fetch(client: Client) -> list[types.Prompt]:
             return list((await client.list_prompts(cache_mode="refresh")).prompts)
 

@@ -14,6 +14,7 @@ nothing (``INTERNAL_ERROR``).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
@@ -84,44 +85,27 @@ def build_server(deps: Deps, pool: UpstreamPool) -> Server[Any]:
 
     catalog = Catalog(deps, pool)
 
-    async def list_resources(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
-        return await catalog.list_resources(await identity.caller(ctx))
+    def as_caller(handle: Callable[[Caller, Any], Awaitable[Any]]) -> Callable[[Any, Any], Awaitable[Any]]:
+        """The SDK handler that authenticates the message, then lets ``handle`` answer it."""
+        async def handler(ctx: Any, params: Any) -> Any:
+            return await handle(await identity.caller(ctx), params)
 
-    async def list_templates(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourceTemplatesResult:
-        return await catalog.list_templates(await identity.caller(ctx))
+        return handler
 
-    async def read_resource(ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-        return await catalog.read_resource(await identity.caller(ctx), params)
-
-    async def subscribe(ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
-        return await catalog.subscribe(await identity.caller(ctx), params)
-
-    async def unsubscribe(ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
-        return await catalog.unsubscribe(await identity.caller(ctx), params)
-
-    async def list_prompts(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
-        return await catalog.list_prompts(await identity.caller(ctx))
-
-    async def get_prompt(ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
-        return await catalog.get_prompt(await identity.caller(ctx), params)
-
-    async def complete(ctx: Any, params: types.CompleteRequestParams) -> types.CompleteResult:
-        return await catalog.complete(await identity.caller(ctx), params)
-
-    async def set_level(ctx: Any, params: types.SetLevelRequestParams) -> types.EmptyResult:
-        await identity.caller(ctx)
+    async def set_level(caller: Caller, params: types.SetLevelRequestParams) -> types.EmptyResult:
         return types.EmptyResult()
 
     server: Server[Any] = Server(
         "toolgate", version=_version(), instructions=INSTRUCTIONS, get_tool_input_schema=pool.input_schema,
-        on_list_tools=list_tools, on_call_tool=call_tool, on_list_resources=list_resources,
-        on_list_resource_templates=list_templates, on_read_resource=read_resource, on_subscribe_resource=subscribe,
-        on_unsubscribe_resource=unsubscribe, on_list_prompts=list_prompts, on_get_prompt=get_prompt,
-        on_completion=complete,
+        on_list_tools=list_tools, on_call_tool=call_tool, on_list_resources=as_caller(catalog.list_resources),
+        on_list_resource_templates=as_caller(catalog.list_templates), on_read_resource=as_caller(catalog.read_resource),
+        on_subscribe_resource=as_caller(catalog.subscribe), on_unsubscribe_resource=as_caller(catalog.unsubscribe),
+        on_list_prompts=as_caller(catalog.list_prompts), on_get_prompt=as_caller(catalog.get_prompt),
+        on_completion=as_caller(catalog.complete),
     )
     # Registered directly: the constructor's on_set_logging_level warns that logging is
     # deprecated on 2026-07-28, which handshake-era clients still use.
-    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, set_level)
+    server.add_request_handler("logging/setLevel", types.SetLevelRequestParams, as_caller(set_level))
     return server
 
 
