@@ -46,6 +46,7 @@ def build_deps(
     from app.receipts.keys import key_document
     from app.receipts.signer import receipt_signer
     from app.redis_client import build_redis
+    from app.session.reads import SessionReads
     from app.session.store import SessionStore
 
     redis = build_redis(settings)  # the one Redis client of this process; share it
@@ -58,11 +59,12 @@ def build_deps(
     receipts = receipt_signer(settings)
     archive = PolicyArchive(decision_store)  # every activated policy revision, for policy explain
     _warn_about_signing_keys(settings, checkpoints=checkpoint_keys is not None, receipts=receipts is not None)
+    engine = engine or build_engine(settings, on_activate=archive.keep)
     return Deps(
         settings=settings,
         verifier=TokenVerifier(settings),
         contracts=contracts or ContractRegistry.load(settings.contracts_dir),
-        engine=engine or build_engine(settings, on_activate=archive.keep),
+        engine=engine,
         redis=redis,
         idempotency=IdempotencyStore.from_settings(redis, settings),
         approvals=ApprovalService.from_settings(redis, settings),
@@ -72,6 +74,7 @@ def build_deps(
         recorder=Recorder(decision_log, key_hash_secret=settings.audit_key_hash_secret.get_secret_value()),
         capability_engine=capability_engine
         or build_engine(settings.model_copy(update={"decision_path": settings.capability_path})),
+        session_reads=SessionReads(engine),
         receipts=receipts,
         published_keys=key_document(
             receipts.public_keys if receipts else None, checkpoint_keys.public if checkpoint_keys else None

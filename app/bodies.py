@@ -54,6 +54,20 @@ def _finite_float(text: str) -> float:
     return value
 
 
+#: The largest magnitude of an integer every JSON peer reads exactly (I-JSON, RFC 7493 §2.2):
+#: a 64-bit float holds every integer up to it, and RFC 8785 (fingerprints) only those.
+MAX_EXACT_INTEGER = 2**53 - 1
+
+
+def _exact_int(text: str) -> int:
+    """``text`` as an int, refused beyond +-(2**53 - 1): a peer that parses numbers as 64-bit
+    floats (JavaScript, many JSON libraries) would read another integer than the policy judged."""
+    value = int(text)
+    if not -MAX_EXACT_INTEGER <= value <= MAX_EXACT_INTEGER:
+        raise _InexactNumber(text)
+    return value
+
+
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     obj = dict(pairs)
     if len(obj) != len(pairs):
@@ -63,14 +77,15 @@ def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def parse_json(body: bytes) -> Any:
     """Parse ``body`` as one JSON text (RFC 8259): UTF-8, no NaN/Infinity, no duplicate keys,
-    finite numbers that a 64-bit float represents as written (RFC 8259 §6: beyond that,
-    implementations disagree), no unpaired surrogate escapes. Raises ``ValidationFailed`` (400)
+    finite numbers that a 64-bit float represents as written and integers within +-(2**53 - 1)
+    (RFC 8259 §6: beyond that, implementations disagree), no unpaired surrogate escapes. Raises ``ValidationFailed`` (400)
     with a safe message."""
     try:
         data = json.loads(
             body.decode("utf-8"),
             parse_constant=_reject_constant,
             parse_float=_finite_float,
+            parse_int=_exact_int,
             object_pairs_hook=_no_duplicate_keys,
         )
     except _InexactNumber:

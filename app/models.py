@@ -23,13 +23,20 @@ from app.vocabulary import (
 
 
 class Subject(BaseModel):
-    """The authenticated caller, built from verified token claims only."""
+    """The authenticated caller, built from verified token claims only; or the subject a PEP's
+    verified credential asserts (AuthZEN, ``asserted``): then ``asserted_by`` names the PEP."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str
     tenant: str
     roles: tuple[str, ...] = ()
+    asserted_by: str | None = None
+
+    def asserted(self, subject_id: str) -> Subject:
+        """The subject ``subject_id`` of this caller's tenant, as this caller (a PEP) asserts
+        it: no roles of its own (the policy finds its attributes in its data)."""
+        return Subject(id=subject_id, tenant=self.tenant, asserted_by=self.id)
 
 
 class ApprovalPresentation(BaseModel):

@@ -170,6 +170,16 @@ class RequestLimits(_Section):
         8192, gt=0, le=65_536, description="`Authorization` header limit, checked before any token work (401 above)."
     )
     max_input_depth: int = Field(32, gt=0, le=512, description="Deepest nesting of a decide call's `input` (422 above).")
+    authzen_max_evaluations: int = Field(
+        64, gt=0, le=10_000, description="Evaluations one `POST /access/v1/evaluations` may carry (413 above)."
+    )
+    request_deadline_ms: int = Field(
+        10_000,
+        gt=0,
+        le=600_000,
+        description="Work one request may do: an endpoint that loops (an AuthZEN batch) stops at it and answers 503, "
+        "instead of working on after the caller and the proxy have given up.",
+    )
 
 
 class RedisSettings(_Section):
@@ -215,7 +225,8 @@ class SessionSettings(_Section):
     )
     session_max_events: int = Field(
         200, ge=10, le=10_000,
-        description="Session events kept and read per subject, the newest (each decide call reads them all); "
+        description="Session events kept and read per subject, the newest (a decide call whose policy reads the "
+        "session reads them all); "
         "`input.session.truncated` says when the window held more. Exact counts beyond it: `limits`.",
     )
     session_recent_calls: int = Field(
@@ -227,8 +238,8 @@ class SessionSettings(_Section):
     )
     rate_limit_per_subject: str | None = Field(
         None,
-        description="`<count>/<seconds>s`: every subject's decide calls (dry runs aside) are limited to this rate, "
-        "besides the policy's `rate_limits`; unset: no default limit.",
+        description="`<count>/<seconds>s`: every subject's decide calls and AuthZEN evaluations are limited to this "
+        "rate (a dry run is checked, not counted), besides the policy's `rate_limits`; unset: no default limit.",
     )
 
     @field_validator("session_windows_s", mode="before")
@@ -474,6 +485,13 @@ class ApprovalSettings(DeploymentSettings):
     approval_max_pending_per_subject: int = Field(
         50, ge=0, le=100_000, description="Pending approvals one requester may hold at once (429 beyond); 0: no cap."
     )
+    approval_max_pending_per_tenant: int = Field(
+        500,
+        ge=0,
+        le=1_000_000,
+        description="Unexpired pending approvals one tenant may hold at once (429 beyond), so that many requesters "
+        "cannot bury the approvers' inbox; 0: no cap.",
+    )
     approval_step_up_audience: str = Field(
         "toolgate-step-up",
         min_length=1,
@@ -651,7 +669,21 @@ class InterfaceSettings(_Section):
         None,
         pattern=r"^https?://[^\s?#]+$",
         description="The `policy_decision_point` identifier published at `/.well-known/authzen-configuration` "
-        "(no query or fragment); unset: the base URL of the metadata request.",
+        "(no query or fragment); required in production; unset in development: the base URL of the metadata request.",
+    )
+    authzen_pep_role: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9_.:-]{1,64}$",
+        description="The role of a PEP's credential (an API gateway, the interop's Todo backend): a token with it may "
+        "ask AuthZEN evaluations about any subject of its own tenant, the subject then taken from the body and "
+        "recorded as asserted by that PEP (`subject.asserted_by` in the policy input); unset: every caller may ask "
+        "about itself only.",
+    )
+    authzen_decision_context: bool = Field(
+        True,
+        description="Whether AuthZEN decisions carry `context` (decision id, toolgate decision, reasons); a request's "
+        "`options.include_context` overrides it. `false` answers `{\"decision\": bool}` alone, as PEPs that compare "
+        "answers exactly expect.",
     )
     mcp_bind: str = Field("127.0.0.1:8090", description="HOST:PORT the MCP gateway serves Streamable HTTP on.")
     mcp_path: str = Field("/mcp", pattern=r"^/[A-Za-z0-9._~/-]*$", description="The MCP endpoint's path.")
@@ -768,6 +800,17 @@ class TenantDataSettings(_Section):
     tenant_data_max_bytes: int = Field(
         65_536, gt=0, le=8 * 1024 * 1024, description="Largest tenant data document accepted by a push, in bytes."
     )
+    tenant_data_push_rate: str = Field(
+        "10/60s",
+        description="`<count>/<seconds>s`: pushes of one tenant's data (429 beyond, recorded), so that one tenant's "
+        "pushes cannot keep every worker recompiling the policy.",
+    )
+
+    @field_validator("tenant_data_push_rate")
+    @classmethod
+    def _push_rate(cls, value: str) -> str:
+        parse_rate(value)
+        return value
 
 
 class RolloutSettings(_Section):
@@ -880,17 +923,23 @@ class Settings(
         if self.env == "production":
             if secret == DEV_HS256_SECRET:
                 problems.append("the development HS256 secret is refused when TOOLGATE_ENV=production")
-            if self.jwt_issuer == DEV_ISSUER or self.jwt_audience == DEV_AUDIENCE:
-                problems.append("set TOOLGATE_JWT_ISSUER and TOOLGATE_JWT_AUDIENCE in production")
+            if self.jwt_issuer == DEV_ISSUER:
+                problems.append(f"TOOLGATE_JWT_ISSUER is the development issuer {DEV_ISSUER!r}; set your identity "
+                                "provider's issuer in production")
+            if self.jwt_audience == DEV_AUDIENCE:
+                problems.append(f"TOOLGATE_JWT_AUDIENCE is the development audience {DEV_AUDIENCE!r}; set an audience of "
+                                "your own (e.g. toolgate-prod) in production")
             if self.audit_key_hash_secret.get_secret_value().startswith("toolgate-development"):
                 problems.append("set TOOLGATE_AUDIT_KEY_HASH_SECRET in production")
             if not (self.jwt_jwks_url or self.jwt_public_key or secret):
                 problems.append("production needs TOOLGATE_JWT_JWKS_URL, TOOLGATE_JWT_PUBLIC_KEY or TOOLGATE_JWT_HS256_SECRET")
+            if self.authzen_pdp_url is None:
+                problems.append("set TOOLGATE_AUTHZEN_PDP_URL in production (the AuthZEN metadata's address, never taken "
+                                "from a request's Host header)")
         if self.metrics_token is not None and len(self.metrics_token.get_secret_value().encode()) < 16:
             problems.append("metrics_token must be at least 16 bytes")
         if self.jwt_jwks_url and self.jwt_public_key:
             problems.append("set only one of jwt_jwks_url and jwt_public_key")
-        problems.extend(self._console_and_webhook_problems())
         problems.extend(self._console_and_webhook_problems())
         if self.approval_keys is not None:
             try:

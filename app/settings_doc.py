@@ -32,6 +32,14 @@ from app.settings import PROJECT_ROOT, SECTIONS, Settings
 
 DOC_PATH = PROJECT_ROOT / "docs" / "settings.md"
 COMMAND = "python -m app.settings_doc --write"
+#: The variables ``scripts/serve.sh`` reads itself (no gateway setting): name, default, meaning.
+SERVE_VARIABLES = (
+    ("SERVE_STATE_DIR", "`var`", "Where serve.sh keeps its state: pidfiles `run/`, logs `log/` (the gateway's "
+     "`log/gateway.log`, `opa.log`, `bundle-server.log`, `proxy.log`), Redis data `redis/`, the nginx and OPA "
+     "configurations, pushed tenant data `tenant-data/`."),
+    ("SERVE_BUNDLE_BIND", "`127.0.0.1:8282`", "HOST:PORT of the development bundle server "
+     "(`toolgate policy serve-bundle`) the OPA sidecar polls when `TOOLGATE_ENGINE=opa`."),
+)
 
 def _type_text(annotation: Any) -> str:
     """How a reader writes a value of this type in the environment."""
@@ -153,6 +161,11 @@ def render() -> str:
     for heading, names in sections():
         out += ["", f"## {heading}", "", "| setting | type | default | limits | meaning |", "|---|---|---|---|---|"]
         out += [_row(name, Settings.model_fields[name], prefix) for name in names]
+    out += ["", "## scripts/serve.sh's own variables (the development runner, not the gateway)", "",
+            "The ports it uses are the settings above: `TOOLGATE_PROXY_LISTEN` (8080), `TOOLGATE_BIND` (8081),",
+            "`TOOLGATE_REDIS_URL` (6379), `TOOLGATE_OPA_URL` (8181), and `SERVE_BUNDLE_BIND` (8282).", "",
+            "| variable | default | meaning |", "|---|---|---|"]
+    out += [f"| `{name}` | {default} | {_cell(meaning)} |" for name, default, meaning in SERVE_VARIABLES]
     return "\n".join(out) + "\n"
 
 

@@ -15,8 +15,9 @@ Phases are exclusive (a phase's CPU without the phases inside it):
 - ``idempotency``: the reservation check and, for an allow, its settlement (``reserve``);
 - ``grant``: a presented approval; ``session``: the conversation's session (its snapshot for
   the policy, then the call's event in it); ``limits``: the session's rate limits;
-- ``policy``: the policy input and the engine's evaluation; ``shadow``: the shadow policy's
-  evaluation, when one is configured; ``approval``: the approval step;
+- ``policy``: the policy input and reading the decision back; ``engine``: the embedded engine's
+  raw evaluation inside it (the OPA call with its input going in and its result coming out);
+  ``shadow``: the shadow policy's evaluation, when one is configured; ``approval``: the approval step;
 - ``pipeline``: the rest of the pipeline (response model, receipt, metrics);
 - ``record``: the decision record (event, canonical JSON, hash chain, group commit with fsync);
 - ``respond``: Flask and the web layer outside the pipeline (request parsing, hooks, the JSON
@@ -47,11 +48,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from bench import budget
 from bench.workloads import MIX_WEIGHTS, ROLES, decide_body, tokens
 
 #: Report order of the phases; ``request`` is the whole call.
-PHASE_ORDER = ("auth", "validate", "idempotency", "grant", "session", "limits", "policy", "shadow", "approval",
-               "pipeline", "record", "respond", "other_threads", "request")
+PHASE_ORDER = ("auth", "validate", "idempotency", "grant", "session", "limits", "policy", "engine", "shadow",
+               "approval", "pipeline", "record", "respond", "other_threads", "request")
 #: Production phase names -> report names (``reserve`` is the idempotency settlement, ``note``
 #: the call's event in its session); a phase not in ``PHASE_ORDER`` counts as ``pipeline``.
 _RENAMED = {"reserve": "idempotency", "note": "session", "log": "record", "total": "pipeline"}
@@ -107,17 +109,32 @@ class PhaseClock:
 
 
 def install(clock: PhaseClock) -> None:
-    """Wrap ``Phases.measure`` of this process with ``clock``."""
+    """Wrap ``Phases.measure`` of this process with ``clock``, and the embedded engine's raw
+    evaluation (``EmbeddedEngine.evaluate_raw``: the OPA call, its input going in and its
+    result coming out) as the phase ``engine`` when it runs on this thread (a shadow
+    evaluation on a worker thread is not the call's)."""
+    import threading
+
     from app.decide import phases
+    from app.engine.embedded import EmbeddedEngine
 
     measure = phases.Phases.measure
+    evaluate_raw = EmbeddedEngine.evaluate_raw
+    driver_thread = threading.get_ident()
 
     @contextmanager
     def timed_measure(self: phases.Phases, name: str) -> Iterator[None]:
         with clock.phase(name), measure(self, name):
             yield
 
+    def timed_evaluate_raw(self: EmbeddedEngine, policy_input: Any) -> Any:
+        if threading.get_ident() != driver_thread:
+            return evaluate_raw(self, policy_input)
+        with clock.phase("engine"):
+            return evaluate_raw(self, policy_input)
+
     phases.Phases.measure = timed_measure  # type: ignore[method-assign, assignment]
+    EmbeddedEngine.evaluate_raw = timed_evaluate_raw  # type: ignore[method-assign]
 
 
 class CollectorClock:
@@ -231,9 +248,13 @@ class Driver:
             self.replay_keys.append(key)
 
 
-def measure_kinds(driver: Driver, calls: int, warmup: int = 30) -> dict[str, dict[str, float]]:
+def measure_kinds(
+    driver: Driver, calls: int, warmup: int = 30, reference_us: list[float] | None = None
+) -> dict[str, dict[str, float]]:
     """Mean µs of CPU per phase for each kind of the mix, ``calls`` calls each (after ``warmup``),
-    kinds interleaved so that drift hits all alike."""
+    kinds interleaved so that drift hits all alike. With ``reference_us``, one unit of the
+    budget's reference workload (``bench.budget``) is timed after every round of the kinds and
+    appended to it, so that it sees the same machine the calls do."""
     kinds = list(MIX_WEIGHTS)
     for _ in range(warmup):
         for kind in kinds:
@@ -243,6 +264,8 @@ def measure_kinds(driver: Driver, calls: int, warmup: int = 30) -> dict[str, dic
         for kind in kinds:
             for phase, ns in driver.send(kind).items():
                 totals[kind][phase] += ns
+        if reference_us is not None:
+            reference_us.append(budget.time_reference_unit())
     return {kind: {phase: round(spent.get(phase, 0) / calls / 1000, 1) for phase in PHASE_ORDER}
             for kind, spent in totals.items()}
 
@@ -263,13 +286,15 @@ def run(calls: int) -> dict[str, Any]:
     driver = Driver(app.wsgi_app, clock, os.environ["TOOLGATE_JWT_HS256_SECRET"])
     driver.seed_replays()
     collector = CollectorClock()
+    reference_us: list[float] = []
     with collector:
-        kinds = measure_kinds(driver, calls)
+        kinds = measure_kinds(driver, calls, reference_us=reference_us)
     import app as package
 
     return {"calls": calls, "app": str(Path(package.__file__ or "").parent),
             "clock": "thread_time_ns per phase; record and request: process_time_ns", "kinds": kinds,
-            "mix": mix_weighted(kinds), "python_gc": collector.summary(calls * len(kinds))}
+            "mix": mix_weighted(kinds), "python_gc": collector.summary(calls * len(kinds)),
+            "reference_us": reference_us}
 
 
 def format_phases(result: dict[str, Any]) -> str:
@@ -341,13 +366,35 @@ def main(argv: list[str] | None = None) -> int:
     Without ``--standalone`` the settings come from the environment (``bench.run`` starts it
     so); with it, a private Redis and the bench gateway's settings."""
     parser = argparse.ArgumentParser(prog="python -m bench.phases", description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=300, help="timed calls per kind (default 300)")
+    parser.add_argument("--calls", type=int, default=None, help="timed calls per kind (default 300; 40 with --check)")
     parser.add_argument("--standalone", action="store_true", help="start a private Redis and use the bench settings")
+    parser.add_argument("--check", action="store_true",
+                        help="judge the mix against the CPU budget (bench.budget, docs/performance.md): exit 1 when a "
+                             "line is over; implies --standalone, 40 calls per kind unless --calls is given")
     args = parser.parse_args(argv)
-    result = run_standalone(args.calls) if args.standalone else run(args.calls)
+    if args.check:
+        return check(args.calls or CHECK_CALLS)
+    calls = args.calls or 300
+    result = run_standalone(calls) if args.standalone else run(calls)
     print(format_phases(result), file=sys.stderr)
     print(json.dumps(result))
     return 0
+
+
+#: Calls per kind of ``--check`` (about 20 s on the reference machine, start-up included).
+CHECK_CALLS = 40
+
+
+def check(calls: int) -> int:
+    """``--check``: the mix's phases of a standalone run against ``bench.budget.BUDGET``, scaled by
+    the run's reference workload. Prints the breakdown and the verdict; returns 1 when a line
+    is over its allowance, else 0."""
+    result = run_standalone(calls)
+    print(format_phases(result))
+    factor = budget.speed_factor(result["reference_us"])
+    lines = budget.judge(result["mix"], factor)
+    print(budget.format_verdict(lines, factor, result["reference_us"]))
+    return 1 if any(line.over for line in lines) else 0
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ def _app(workdir: Path, config: str, sync: str, engine: Any) -> Any:
     # writes checkpoints only with a configured key, so "plain" has none.
     values: dict[str, Any] = {
         "env": "production",
+        "authzen_pdp_url": "https://bench.local",
         "jwt_hs256_secret": "b" * 48,
         "jwt_issuer": "https://bench.local",
         "jwt_audience": "bench",
@@ -130,6 +131,7 @@ def part_costs(workdir: Path, *, n: int) -> dict[str, float]:
     signer = ReceiptSigner(ring)
     claims = ReceiptClaims(decision_id="01M8RQ887590JZBDQCKCWANFH0", time="2026-12-01T11:53:43.975091Z", iat=1796125000,
                            tenant="acme", subject="bench-agent", tool="readFile", version="1", input_fingerprint="ab" * 32,
+                           shown_input_fingerprint="ab" * 32, reasons=["allowed by policy"],
                            decision="allow", policy_revision="sha256:1b0ee34a0b82fad6", grant_id=None)
     receipt_us = _mean_us(lambda: signer.sign(claims), n)
 

@@ -94,6 +94,7 @@ class Stack:
         """The gateway's ``TOOLGATE_*`` settings: production, see the module docstring."""
         return {
             "TOOLGATE_ENV": "production",
+            "TOOLGATE_AUTHZEN_PDP_URL": "http://bench.local",
             "TOOLGATE_ENGINE": "embedded",
             "TOOLGATE_WORKER_CONNECTIONS": str(self.worker_connections),
             "TOOLGATE_LOG_LEVEL": self.log_level,

@@ -9,14 +9,15 @@
 # Redis: when nothing answers at TOOLGATE_REDIS_URL (default redis://127.0.0.1:6379/0) and its
 # host is loopback, a local redis-server is started on that host and port (pidfile
 # var/run/redis.pid; it keeps running for later runs until `serve.sh stop`).
-# Engine: embedded (default), reloading policies/ every TOOLGATE_POLICY_POLL_INTERVAL_S (2 s
-# here). TOOLGATE_ENGINE=opa: a real `opa run --server` sidecar on TOOLGATE_OPA_URL (default
-# http://127.0.0.1:8181) polling the bundle of policies/ from `toolgate policy serve-bundle`
+# Engine: embedded (default), reloading TOOLGATE_POLICY_DIR (default policies/) every
+# TOOLGATE_POLICY_POLL_INTERVAL_S (2 s here). TOOLGATE_ENGINE=opa: a real `opa run --server`
+# sidecar on TOOLGATE_OPA_URL (default http://127.0.0.1:8181) polling the bundle of
+# TOOLGATE_POLICY_DIR (default policies/) from `toolgate policy serve-bundle`
 # (SERVE_BUNDLE_BIND, default 127.0.0.1:8282) every 1-2 s; the gateway starts once OPA reports
 # the bundle active (/health?bundles). When the gateway stops, the proxy, the sidecar and the
 # bundle server stop with it. An OPA already answering at TOOLGATE_OPA_URL is used as it is.
-# State (pidfiles run/, logs log/, Redis data redis/, OPA config opa/) lives in SERVE_STATE_DIR
-# (default var/).
+# State (pidfiles run/, logs log/ with the gateway's own log/gateway.log, Redis data redis/,
+# OPA config opa/) lives in SERVE_STATE_DIR (default var/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = "stop" ]; then
@@ -99,7 +100,7 @@ else
     echo "serve.sh: OPA at $opa_url does not answer and is not local; not starting one" >&2
     exit 1
   fi
-  .venv/bin/toolgate policy serve-bundle policies --bind "$bundle_bind" --name "$bundle_name" \
+  .venv/bin/toolgate policy serve-bundle "${TOOLGATE_POLICY_DIR:-policies}" --bind "$bundle_bind" --name "$bundle_name" \
     >> "$state/log/bundle-server.log" 2>&1 &
   echo $! > "$run/bundle-server.pid"
   started+=(bundle-server)
@@ -156,7 +157,8 @@ if ! kill -0 "$(cat "$run/proxy.pid")" 2>/dev/null; then
   exit 1
 fi
 echo "started nginx on $proxy_listen in front of gunicorn on ${TOOLGATE_BIND:-127.0.0.1:8081} (pidfile $run/proxy.pid)"
-.venv/bin/toolgate serve "${serve_args[@]}" &
+# The gateway's log goes to the terminal and to log/gateway.log.
+.venv/bin/toolgate serve "${serve_args[@]}" > >(tee -a "$state/log/gateway.log") 2>&1 &
 echo $! > "$run/gateway.pid"
 wait "$!" || status=$?
 exit "${status:-0}"

@@ -5,6 +5,8 @@ use; each test that asks for one gets it reset:
 
 - ``redis_server``: a redis-server; ``redis_client`` flushes it (FLUSHALL) before the test.
 - ``redis_cluster``: a 3-master Redis Cluster, every node flushed before the test.
+
+No test mints a token at import or collection time (``tests.support.early_tokens``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from tests.support.redis_cluster import RedisClusterHarness
 from tests.support.servers import RedisServer
 
 __all__ = ["CONTRACTS_DIR", "POLICY_DIR", "PROJECT_ROOT"]
+pytest_plugins = ["tests.support.early_tokens"]  # no token minted at import or collection time
 
 
 @pytest.fixture(scope="session")

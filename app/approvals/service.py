@@ -123,6 +123,7 @@ class ApprovalService:
         default_ttl_s: int,
         default_approver_roles: list[str] | tuple[str, ...],
         max_pending_per_requester: int = 0,
+        max_pending_per_tenant: int = 0,
         notifier: WebhookNotifier | None = None,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
@@ -132,6 +133,7 @@ class ApprovalService:
         self._default_ttl_s = default_ttl_s
         self._default_roles = tuple(default_approver_roles)
         self._max_pending = max_pending_per_requester
+        self._max_pending_per_tenant = max_pending_per_tenant
         self.notifier = notifier
         self._clock = clock
         self._sleep = sleep
@@ -148,6 +150,7 @@ class ApprovalService:
             default_ttl_s=settings.approval_default_ttl_s,
             default_approver_roles=settings.approval_default_approver_roles,
             max_pending_per_requester=settings.approval_max_pending_per_subject,
+            max_pending_per_tenant=settings.approval_max_pending_per_tenant,
             notifier=notifier,
         )
 
@@ -219,12 +222,14 @@ class ApprovalService:
             expires_at_ms=now + ttl_s * 1000,
             ttl_s=ttl_s,
         )
-        created = self._store.create(request, max_pending_per_requester=self._max_pending, now_ms=now)
-        if created.outcome == "capped":
+        created = self._store.create(request, max_pending_per_requester=self._max_pending, now_ms=now,
+                                     max_pending_per_tenant=self._max_pending_per_tenant)
+        if created.outcome in ("capped", "tenant_capped"):
             wait_s = max(1, -(-((created.retry_at_ms or now) - now) // 1000))
+            whose, held = ("caller", self._max_pending) if created.outcome == "capped" else ("tenant", self._max_pending_per_tenant)
             raise RateLimited(
-                "too many pending approvals for this caller", retry_after_s=wait_s,
-                log_detail=f"requester {call.subject} holds {self._max_pending} pending approvals",
+                f"too many pending approvals for this {whose}", retry_after_s=wait_s,
+                log_detail=f"{whose} {call.subject if whose == 'caller' else call.tenant} holds {held} pending approvals",
             )
         if created.approval_id == request.approval_id:
             approval = Approval(request=request, state="pending", answer=None)

@@ -71,7 +71,9 @@ _CREATE = LuaScript(
     """
 -- KEYS: 1 call pointer, 2 record, 3 pending, 4 expiry, 5 escalate, 6 requester's pending
 -- ARGV: 1 approval_id, 2 request JSON, 3 expires_at_ms, 4 pointer ttl ms, 5 record ttl ms,
---       6 created_at_ms, 7 escalate_at_ms ('' for none), 8 cap (0: none), 9 now_ms
+--       6 created_at_ms, 7 escalate_at_ms ('' for none), 8 requester's cap (0: none), 9 now_ms,
+--       10 tenant's cap (0: none)
+-- Capped: {'capped' | 'tenant_capped', the expiry (ms) of the oldest pending approval counted}.
 local current = redis.call('GET', KEYS[1])
 if current then return {'found', current} end
 redis.call('ZREMRANGEBYSCORE', KEYS[6], '-inf', ARGV[9])
@@ -79,6 +81,11 @@ local cap = tonumber(ARGV[8])
 if cap > 0 and redis.call('ZCARD', KEYS[6]) >= cap then
   local first = redis.call('ZRANGE', KEYS[6], 0, 0, 'WITHSCORES')
   return {'capped', first[2]}
+end
+local tenant_cap = tonumber(ARGV[10])
+if tenant_cap > 0 and redis.call('ZCOUNT', KEYS[4], '(' .. ARGV[9], '+inf') >= tenant_cap then
+  local first = redis.call('ZRANGEBYSCORE', KEYS[4], '(' .. ARGV[9], '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  return {'tenant_capped', first[2]}
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[4])
 redis.call('HSET', KEYS[2], 'state', 'pending', 'expires_at_ms', ARGV[3], 'request', ARGV[2])
@@ -280,8 +287,9 @@ def _parse(tenant: str, approval_id: str, fields: dict[str, str]) -> Approval | 
 @dataclass(frozen=True)
 class Created:
     """The outcome of ``ApprovalStore.create``: ``outcome`` is ``created``, ``found`` (one was
-    pending for the same call: ``approval_id``) or ``capped`` (the requester holds the most
-    pending approvals allowed; ``retry_at_ms``: when her soonest one expires)."""
+    pending for the same call: ``approval_id``), ``capped`` (the requester holds the most
+    pending approvals allowed; ``retry_at_ms``: when her soonest one expires) or
+    ``tenant_capped`` (the tenant does; ``retry_at_ms``: when its soonest one expires)."""
 
     outcome: str
     approval_id: str | None = None
@@ -307,9 +315,11 @@ class ApprovalStore:
 
     # --- approvals -----------------------------------------------------------------------
 
-    def create(self, request: ApprovalRequest, *, max_pending_per_requester: int, now_ms: int) -> Created:
-        """Write ``request`` as a pending approval unless one is pending for the same call, or
-        the requester already has ``max_pending_per_requester`` pending (0: no cap)."""
+    def create(self, request: ApprovalRequest, *, max_pending_per_requester: int, now_ms: int,
+               max_pending_per_tenant: int = 0) -> Created:
+        """Write ``request`` as a pending approval unless one is pending for the same call, the
+        requester already has ``max_pending_per_requester`` pending (outcome ``capped``) or the
+        tenant ``max_pending_per_tenant`` unexpired ones (``tenant_capped``); 0: no cap."""
         keys = ApprovalKeys(request.tenant)
         outcome, value = self._redis.eval(
             "approval create",
@@ -318,10 +328,11 @@ class ApprovalStore:
              keys.requester(request.requester)],
             [request.approval_id, request.model_dump_json(), request.expires_at_ms, request.ttl_s * 1000,
              (request.ttl_s + RECORD_GRACE_S) * 1000, request.created_at_ms,
-             request.escalate_at_ms if request.escalate_at_ms is not None else "", max_pending_per_requester, now_ms],
+             request.escalate_at_ms if request.escalate_at_ms is not None else "", max_pending_per_requester, now_ms,
+             max_pending_per_tenant],
         )
-        if outcome == "capped":
-            return Created("capped", retry_at_ms=int(float(value)))
+        if outcome in ("capped", "tenant_capped"):
+            return Created(outcome, retry_at_ms=int(float(value)))
         if outcome == "created":
             self._redis.run("approval tenants", lambda client: client.sadd(TENANTS_KEY, request.tenant))
         return Created(outcome, approval_id=value)

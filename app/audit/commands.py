@@ -129,9 +129,25 @@ def _known_tenants(store: DecisionStore, tenants: list[str], *, registered: Iter
         raise _UsageError(f"unknown tenant {names}: the decision log has no chain for it")
 
 
+def _logged_tool(store: DecisionStore, name: str | None, tenant: str | None) -> str | None:
+    """``--tool`` as the log stores it: a bare name the log holds only in one namespace
+    (``create_calendar_event`` for ``travel/create_calendar_event``) is that namespaced name
+    (said on stderr); a bare name held in several namespaces is a ``_UsageError`` naming them."""
+    if name is None or "/" in name:
+        return name
+    found = store.tool_names(name, tenant=tenant)
+    if not found or name in found:
+        return name
+    if len(found) > 1:
+        raise _UsageError(f"--tool {name!r} is in several namespaces ({', '.join(found)}): pass one of them")
+    print(f"--tool {printable(name)}: the log names it {printable(found[0])}", file=sys.stderr)
+    return found[0]
+
+
 def _do_query(args, settings, store) -> int:
     if args.tenant is not None:
         _known_tenants(store, [args.tenant])
+    args.tool = _logged_tool(store, args.tool, args.tenant)
     secret = settings.audit_key_hash_secret.get_secret_value()
     page = store.query(_query(args, secret), limit=args.limit, cursor=args.cursor)
     write_records(page.records, sys.stdout, args.format)
@@ -143,6 +159,7 @@ def _do_query(args, settings, store) -> int:
 def _do_export(args, settings, store) -> int:
     if args.tenant is not None:
         _known_tenants(store, [args.tenant])
+    args.tool = _logged_tool(store, args.tool, args.tenant)
     secret = settings.audit_key_hash_secret.get_secret_value()
     records = store.iter_records(_query(args, secret))
     if args.out:

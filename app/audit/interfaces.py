@@ -82,6 +82,11 @@ class DecisionLogReader(ABC):
         """Every tenant with a chain head or a record, sorted."""
 
     @abstractmethod
+    def tool_names(self, name: str, *, tenant: str | None = None) -> list[str]:
+        """The tool names of records (of ``tenant`` when given) that are ``name`` itself or
+        ``name`` in a namespace (``<namespace>/name``), sorted."""
+
+    @abstractmethod
     def chain_head(self, tenant: str) -> ChainHead | None:
         """The tenant's chain head row, or None."""
 

@@ -131,3 +131,17 @@ class SqlBase:
                 "SELECT tenant FROM decision_chain_heads UNION SELECT DISTINCT tenant FROM decision_records ORDER BY 1"
             )
             return [row[0] for row in cur.fetchall()]
+
+    def tool_names(self, name: str, *, tenant: str | None = None) -> list[str]:
+        """Record tool names that are ``name`` or ``<namespace>/name`` (a scan of the tool
+        column: for the command line, not the decide path)."""
+        self.ensure_schema()
+        escaped = "".join("!" + c if c in "!%_" else c for c in name)
+        sql = "SELECT DISTINCT tool FROM decision_records WHERE (tool = ? OR tool LIKE ? ESCAPE '!')"
+        params = [name, "%/" + escaped]
+        if tenant is not None:
+            sql += " AND tenant = ?"
+            params.append(tenant)
+        with self._read() as cur:
+            cur.execute(self._sql(sql + " ORDER BY 1"), params)
+            return [row[0] for row in cur.fetchall()]

@@ -98,8 +98,12 @@ def signed_in(view: Callable[..., R]) -> Callable[..., R | BaseResponse]:
     return wrapped
 
 
-@bp.after_request
+@bp.after_app_request
 def _headers(response: Response) -> BaseResponse:
+    """Every response under ``/console``, its errors and 404s included (a URL no view matches
+    never reaches the blueprint's own hooks)."""
+    if request.path != bp.url_prefix and not request.path.startswith(f"{bp.url_prefix}/"):
+        return response
     response.headers["Content-Security-Policy"] = CSP
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["X-Frame-Options"] = "DENY"
@@ -438,3 +442,25 @@ def _written(writer: Callable[..., int], records: list[Any]) -> str:
     out = io.StringIO()
     writer(records, out)
     return out.getvalue()
+
+
+# --- approval insights (auditors and policy authors) ----------------------------------------
+
+
+@bp.get("/insights")
+@signed_in
+def insights_page(session: ConsoleSession) -> str:
+    """Approval analytics per rule and tool (``app.policy.insights``) over the range of the
+    page's filters (tenant for platform auditors, tool, since, until; default the last 7 days)."""
+    from app.policy.insights import escalations, insights
+
+    deps = current_deps()
+    scope = auditor_scope(session.subject, deps.settings)
+    _, query = _query(deps, scope)
+    until = query.until or utc_now()
+    since = query.since or until - dt.timedelta(days=7)
+    window = DecisionQuery(tenant=query.tenant, tool=query.tool, since=since, until=until)
+    fields = {c.qualified_name: c.meta.counterparty_fields for c in deps.contracts.all()}
+    rows = insights(escalations(deps.decision_reader.iter_records(window), ttl_s=deps.settings.approval_default_ttl_s), fields)
+    return render_template("console/insights.html", session=session, rows=rows, filters=_filter_args(),
+                           since=rfc3339(since), until=rfc3339(until), platform=scope.platform)

@@ -7,6 +7,10 @@
 - No grant, and the policy asks for approval: a standing scoped grant of the requester that
   covers the call is tried (the policy is asked with it); else a pending approval is opened (or
   the one pending for this same call found).
+- A call whose idempotency key is settled (its execution completed, or failed for good) opens
+  no approval: nothing will run again, so it is allowed as a replay of the stored outcome. A
+  retry that lost its grant gets the result of the approved run, not a new approval in the
+  approvers' inbox. A deny of the policy still denies it.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ log = logging.getLogger(__name__)
 Evaluate = Callable[[Granted | None], PolicyDecision]
 #: The reason recorded when a grant no longer covers what the policy asks.
 REASONS_CHANGED = "the policy asks again: its approval reasons changed"
+#: The reason of a call that would need approval but whose idempotency key is already settled.
+ALREADY_SETTLED = "this call already ran under its idempotency key: its stored outcome is replayed"
 
 
 @dataclass(frozen=True)
@@ -104,7 +110,10 @@ def _open(
     stage: Prepared, decision: PolicyDecision, approvals: ApprovalService, credential_digest: str | None, presented: Presented
 ) -> ApprovalOutcome:
     """Open (or find) the pending approval a ``user-approval`` asks for (a deny when the input
-    cannot be bound to a grant)."""
+    cannot be bound to a grant; a replay, without approval, when the call's key is settled)."""
+    if stage.reservation is not None and stage.reservation.stored is not None:
+        settled = PolicyDecision(decision="allow", reasons=(ALREADY_SETTLED,), policy_revision=decision.policy_revision)
+        return ApprovalOutcome(settled, presented, None)
     try:
         facts = call_facts(stage, refusal=UNBINDABLE_INPUT)
     except ApprovalRejected as rejected:

@@ -2,8 +2,10 @@
 mapped onto dry-run decide calls: toolgate as the external PDP of another gateway.
 
 One access evaluation ``{subject, action, resource, context?}`` becomes one dry-run decide
-call of the authenticated caller (nothing reserved, no approval opened, recorded as
-``decide_dry_run``):
+call of the authenticated caller (no key reserved, no approval opened, recorded as
+``decide_dry_run``) that the PEP enforces: unlike a plain dry run it spends what the call would
+spend, a slot of each rate limit and a share of each limit (budgets, counts) for a ``true``, kept
+spent since no execution report can follow an AuthZEN answer (docs/design.md §12):
 
 - ``resource {"type": "tool", "id": T, "properties"?: {"version"?: V}}`` with ``action.name``
   ``tools/call`` (the COAZ-MCP default mapping) or ``call``: tool ``T`` version ``V`` (default
@@ -12,13 +14,19 @@ call of the authenticated caller (nothing reserved, no approval opened, recorded
   "action"?: action.properties}`` (an API gateway's "may alice GET /orders/7?");
 - ``context`` becomes the untrusted decide ``context``.
 
-The subject is never taken from the body: ``subject.id`` must be the verified caller's id
-(its ``type`` is not interpreted), else the evaluation is refused (403).
+The subject: an end user's token asks about itself only (``subject.id`` must be the verified
+caller's id, its ``type`` not interpreted, else 403). A PEP's credential (a token with the role
+``authzen_pep_role``) may ask about any subject of its own tenant: the call is decided for
+``subject.id`` (1-256 printable characters, else 400), with no roles of its own and
+``subject.asserted_by`` = the PEP in the policy input (and so in the decision record).
 
 Answer: ``{"decision": true}`` only for ``allow``; ``deny`` and ``user-approval`` are
 ``false``. The decision ``context`` carries ``decision_id``, ``toolgate_decision`` and
-``reasons`` (``reason`` too when not allowed). Unknown request members are ignored, as the
-specification requires.
+``reasons`` (``reason`` too when not allowed); it is left out when ``authzen_decision_context``
+is off or the request's ``options.include_context`` is ``false`` (the request's option wins).
+Unknown request members are ignored, as the specification requires. A batch takes at most
+``TOOLGATE_AUTHZEN_MAX_EVALUATIONS`` evaluations (413 above) and stops at the request deadline
+(``TOOLGATE_REQUEST_DEADLINE_MS``, 503).
 """
 
 from __future__ import annotations
@@ -29,12 +37,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from app.auth.claims import identity_text
 from app.bodies import parse_body
+from app.deadline import Deadline
 from app.decide.deps import Deps
 from app.decide.phases import Phases
 from app.decide.pipeline import decide
 from app.decide.stages import DecideCall, Progress
-from app.errors import DependencyUnavailable, Forbidden, ToolgateError, Unauthenticated, ValidationFailed
+from app.errors import DependencyUnavailable, Forbidden, RateLimited, ToolgateError, Unauthenticated, ValidationFailed
 from app.models import DecideResponse, Subject
 
 TOOL_ACTIONS = ("tools/call", "call")
@@ -72,6 +82,14 @@ class EvaluationItem(BaseModel):
     context: dict[str, Any] | None = None
 
 
+class EvaluationOptions(BaseModel):
+    """``options`` of either endpoint: ``include_context`` overrides ``authzen_decision_context``."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    include_context: bool | None = None
+
+
 class EvaluationRequest(BaseModel):
     """Body of ``POST /access/v1/evaluation``."""
 
@@ -81,11 +99,10 @@ class EvaluationRequest(BaseModel):
     action: AuthzenAction
     resource: AuthzenResource
     context: dict[str, Any] | None = None
+    options: EvaluationOptions = Field(default_factory=EvaluationOptions)
 
 
-class EvaluationsOptions(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
+class EvaluationsOptions(EvaluationOptions):
     evaluations_semantic: Semantic = "execute_all"
 
 
@@ -104,11 +121,27 @@ def _parse(model: type[Any], body: bytes) -> Any:
         raise ValidationFailed(exc.message, http_status=400, details=exc.details) from None
 
 
-def _decide_body(subject: Subject, request: EvaluationRequest) -> bytes:
-    """The dry-run decide body of one evaluation. Raises ``Forbidden`` (403) for another
-    subject and ``ValidationFailed`` (400) for a tool resource with another action."""
-    if request.subject.id != subject.id:
+def asserted_subject(caller: Subject, request: EvaluationRequest, pep_role: str | None) -> str | None:
+    """The subject id the caller asserts for this evaluation (None: the caller itself). Raises
+    ``Forbidden`` (403) for another subject without the PEP role, ``ValidationFailed`` (400)
+    for an asserted id that is not 1-256 printable characters."""
+    subject_id = request.subject.id
+    if subject_id == caller.id:
+        return None
+    if pep_role is None or pep_role not in caller.roles:
         raise Forbidden("the evaluation's subject is not the authenticated caller")
+    if not identity_text(subject_id):
+        raise ValidationFailed(
+            "the subject id must be 1-256 printable characters",
+            http_status=400,
+            details={"problems": [{"path": "/subject/id", "message": "1-256 printable characters"}]},
+        )
+    return subject_id
+
+
+def _decide_body(request: EvaluationRequest) -> bytes:
+    """The dry-run decide body of one evaluation. Raises ``ValidationFailed`` (400) for a tool
+    resource with another action."""
     resource, action = request.resource, request.action
     if resource.type == "tool":
         if action.name not in TOOL_ACTIONS:
@@ -128,9 +161,11 @@ def _decide_body(subject: Subject, request: EvaluationRequest) -> bytes:
     return json.dumps(body).encode()
 
 
-def decision_of(response: DecideResponse) -> dict[str, Any]:
-    """The AuthZEN decision of a decide response."""
+def decision_of(response: DecideResponse, *, with_context: bool = True) -> dict[str, Any]:
+    """The AuthZEN decision of a decide response (``{"decision": bool}`` alone without context)."""
     allowed = response.decision == "allow"
+    if not with_context:
+        return {"decision": allowed}
     context: dict[str, Any] = {
         "decision_id": response.decision_id,
         "toolgate_decision": response.decision,
@@ -141,8 +176,10 @@ def decision_of(response: DecideResponse) -> dict[str, Any]:
     return {"decision": allowed, "context": context}
 
 
-def _error_decision(error: ToolgateError) -> dict[str, Any]:
+def _error_decision(error: ToolgateError, *, with_context: bool) -> dict[str, Any]:
     """A refused evaluation inside a batch: closed, with the error in its context."""
+    if not with_context:
+        return {"decision": False}
     detail: dict[str, Any] = {"status": error.http_status, "code": error.code, "message": error.message}
     if error.details is not None:
         detail["details"] = error.details
@@ -164,31 +201,47 @@ class Evaluator:
         self._request_id = request_id
         self._authorization = authorization
         self._traceparent = traceparent
+        self._deadline = Deadline(deps.settings.request_deadline_ms)
 
-    def _evaluate(self, request: EvaluationRequest) -> dict[str, Any]:
+    def _evaluate(self, request: EvaluationRequest, *, with_context: bool) -> dict[str, Any]:
         call = DecideCall(
             request_id=self._request_id,
             authorization=self._authorization,
-            body=_decide_body(self._subject, request),
+            body=_decide_body(request),
             traceparent=self._traceparent,
+            asserted_subject=asserted_subject(self._subject, request, self._deps.settings.authzen_pep_role),
+            enforced=True,
         )
-        return decision_of(decide(self._deps, Progress(call), Phases()))
+        return decision_of(decide(self._deps, Progress(call), Phases()), with_context=with_context)
+
+    def _with_context(self, options: EvaluationOptions) -> bool:
+        chosen = options.include_context
+        return self._deps.settings.authzen_decision_context if chosen is None else chosen
 
     def evaluation(self, body: bytes) -> dict[str, Any]:
         """``POST /access/v1/evaluation``: one decision. Raises ``ValidationFailed`` (400),
-        ``Forbidden`` (403), ``Unauthenticated`` (401), ``DependencyUnavailable`` (503) and
+        ``Forbidden`` (403), ``Unauthenticated`` (401), ``RateLimited`` (429),
+        ``DependencyUnavailable`` (503) and
         what ``decide`` raises for the mapped call (e.g. 422 for input that fails the contract)."""
-        return self._evaluate(_parse(EvaluationRequest, body))
+        request: EvaluationRequest = _parse(EvaluationRequest, body)
+        return self._evaluate(request, with_context=self._with_context(request.options))
 
     def evaluations(self, body: bytes) -> dict[str, Any]:
         """``POST /access/v1/evaluations``: ``{"evaluations": [decision...]}`` in request order
         (stopping early for the short-circuit semantics), or one decision when the request has
         no ``evaluations``. An evaluation that is refused (400, 403, 422, 409) is ``false`` with
-        the error in its context; an outage (503) or a rejected token (401) fails the whole
-        request."""
+        the error in its context; a rejected token (401), a full rate limit (429), an outage or
+        the request deadline (503) fail the whole request, the rest left unevaluated. More than
+        ``TOOLGATE_AUTHZEN_MAX_EVALUATIONS`` evaluations: ``ValidationFailed`` (413), none run."""
         request: EvaluationsRequest = _parse(EvaluationsRequest, body)
         if not request.evaluations:
-            return self._evaluate(_parse(EvaluationRequest, body))
+            return self.evaluation(body)
+        cap = self._deps.settings.authzen_max_evaluations
+        if len(request.evaluations) > cap:
+            raise ValidationFailed(
+                f"a batch takes at most {cap} evaluations", http_status=413, details={"max_evaluations": cap}
+            )
+        with_context = self._with_context(request.options)
         semantic = request.options.evaluations_semantic
         stop: Callable[[bool], bool] = {
             "execute_all": lambda _: False,
@@ -197,12 +250,13 @@ class Evaluator:
         }[semantic]
         answers = []
         for position, item in enumerate(request.evaluations):
+            self._deadline.check()
             try:
-                answer = self._evaluate(_merged(request, item, position))
-            except (DependencyUnavailable, Unauthenticated):
+                answer = self._evaluate(_merged(request, item, position), with_context=with_context)
+            except (DependencyUnavailable, Unauthenticated, RateLimited):
                 raise
             except ToolgateError as error:
-                answer = _error_decision(error)
+                answer = _error_decision(error, with_context=with_context)
             answers.append(answer)
             if stop(answer["decision"]):
                 break

@@ -16,6 +16,7 @@ from app.engine.shadow import ShadowEvaluator
 from app.idempotency.store import IdempotencyStore
 from app.receipts.signer import ReceiptSigner
 from app.redis_client import RedisConnection
+from app.session.reads import SessionReads
 from app.session.store import SessionStore
 from app.settings import Settings
 
@@ -26,7 +27,8 @@ class Deps:
     store implementing both interfaces (DESIGN §6), the writer wrapped in signed checkpoints
     (``app.audit.checkpoints.CheckpointingLog``); ``recorder`` appends through
     ``decision_log``. ``capability_engine`` is an engine of the same kind and policies that
-    queries the capability document (``capability_path``) instead of the decision.
+    queries the capability document (``capability_path``) instead of the decision;
+    ``session_reads`` asks ``engine`` which session members each tool's policy reads.
     ``receipts`` signs the receipt of each decide response (None: no receipts);
     ``published_keys`` is the document of ``/.well-known/toolgate-keys``
     (``app.receipts.keys.key_document``). ``shadow`` evaluates the candidate policy beside
@@ -44,6 +46,7 @@ class Deps:
     decision_reader: DecisionLogReader
     recorder: Recorder
     capability_engine: PolicyEngine
+    session_reads: SessionReads
     receipts: ReceiptSigner | None = None
     published_keys: dict[str, list[dict[str, str]]] = field(default_factory=lambda: {"keys": [], "checkpoint_keys": []})
     shadow: ShadowEvaluator | None = None

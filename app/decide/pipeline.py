@@ -29,6 +29,7 @@ from app.decide.phases import Phases
 from app.decide.receipts import receipt_claims
 from app.decide.stages import (
     Authenticated,
+    DecideCall,
     Decided,
     Evaluation,
     Prepared,
@@ -38,8 +39,9 @@ from app.decide.stages import (
     advance,
 )
 from app.engine.shadow import PendingShadow
-from app.errors import ToolgateError
-from app.models import DecideResponse, IdempotencyInfo, PolicyDecision, ToolRef
+from app.errors import Forbidden, ToolgateError
+from app.models import DecideResponse, IdempotencyInfo, PolicyDecision, Subject, ToolRef
+from app.session.reads import EVERYTHING
 from app.session.store import Share
 from app.vocabulary import AiSdkStatus
 
@@ -56,7 +58,7 @@ def decide(deps: Deps, progress: Progress, phases: Phases) -> DecideResponse:
     """
     received = progress.stage
     with phases.measure("auth"):
-        subject = deps.verifier.verify(received.call.authorization)
+        subject = _acting_subject(deps, received.call, deps.verifier.verify(received.call.authorization))
     authenticated = progress.reach(advance(received, Authenticated, subject=subject))
 
     def describe(decided: Decided | None, error: ToolgateError | None) -> Any:
@@ -74,6 +76,18 @@ def decide(deps: Deps, progress: Progress, phases: Phases) -> DecideResponse:
         unrecorded=lambda outcome: _release_unrecorded(deps, outcome),
     )
     return decided.response
+
+
+def _acting_subject(deps: Deps, call: DecideCall, caller: Subject) -> Subject:
+    """The subject the call is decided for: the verified caller, or the subject a PEP's
+    credential asserts. Raises ``Forbidden`` (403) for an assertion by a caller without the
+    PEP role (the web layer checks it first; this keeps the pipeline closed on its own)."""
+    if call.asserted_subject is None:
+        return caller
+    pep_role = deps.settings.authzen_pep_role
+    if pep_role is None or pep_role not in caller.roles:
+        raise Forbidden("the caller may not assert another subject")
+    return caller.asserted(call.asserted_subject)
 
 
 def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, phases: Phases) -> Decided:
@@ -146,11 +160,12 @@ def _decision(
             admitted = session_step.admit(stage, deny, deps.sessions)
         return ApprovalOutcome(deny, stage.presented, None), admitted, None
     with phases.measure("session"):
-        session = session_step.snapshot(stage, deps.sessions)
+        reads = session_step.reads(stage, deps.session_reads, shadow=deps.shadow is not None)
+        session = session_step.snapshot(stage, deps.sessions, reads)
     admission = session_step.Admission(stage, deps.sessions)
     asked: list[tuple[dict[str, Any], PolicyDecision, PendingShadow | None]] = []
 
-    def evaluate(approval: Granted | None) -> PolicyDecision:
+    def ask(approval: Granted | None) -> PolicyDecision:
         with phases.measure("policy"):
             document = policy_input.build(stage, session=session, approval=approval)
             if asked:
@@ -160,6 +175,16 @@ def _decision(
         if not decision.policy_revision:
             decision = decision.model_copy(update={"policy_revision": deps.engine.revision()})
         asked.append((document, decision, pending))
+        return decision
+
+    def evaluate(approval: Granted | None) -> PolicyDecision:
+        nonlocal session
+        decision = ask(approval)
+        if session.reads.stale(decision.policy_revision):
+            # A new policy revision decided: it may read members the old one did not declare.
+            with phases.measure("session"):
+                session = session_step.snapshot(stage, deps.sessions, EVERYTHING)
+            decision = ask(approval)
         with phases.measure("limits"):
             return admission.admit(decision)
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from app.approvals.presented import Granted
 from app.decide.stages import Prepared, Presented
+from app.fingerprint import fingerprint
 from app.models import PolicyDecision
 from app.receipts.claims import ReceiptClaims
 from app.timefmt import format_us, utc_now
@@ -39,8 +40,19 @@ def receipt_claims(
         tool=stage.tool.qualified,
         version=stage.tool.version,
         input_fingerprint=stage.fingerprint,
+        shown_input_fingerprint=_shown_fingerprint(stage),
         decision=decision.decision,
+        reasons=list(decision.reasons),
         matched_rules=matched_rules(decision),
         policy_revision=policy_revision,
         grant_id=grant,
     )
+
+
+def _shown_fingerprint(stage: Prepared) -> str | None:
+    """The fingerprint of the input the response shows (sensitive members redacted): the call's
+    own when nothing was redacted; None when the input has none."""
+    if stage.fingerprint is None or not stage.sensitive_paths:
+        return stage.fingerprint
+    tool = stage.tool
+    return fingerprint(stage.subject.tenant, stage.subject.id, tool.qualified, tool.version, stage.display_input)

@@ -25,6 +25,7 @@ from app.models import IdempotencyInfo, LimitSpec, PolicyDecision, RateLimitSpec
 from app.session.events import Event, Outcome, encode_args
 from app.session.keys import SubjectKeys
 from app.session.limits import UnmeasurableCall, max_units, shown, units
+from app.session.reads import EVERYTHING, Reads, SessionReads
 from app.session.store import SessionStore, Share
 from app.session.view import Snapshot, window_name
 
@@ -40,10 +41,43 @@ def _key_digest(stage: Prepared) -> str | None:
     return stage.reservation.scope.tag[:16] if stage.reservation is not None else None
 
 
-def snapshot(stage: Prepared, store: SessionStore) -> Snapshot:
-    """The subject's session as the policy sees it, the call's own earlier attempts (same
-    key) left out of the counts. Raises ``DependencyUnavailable`` (503)."""
-    return store.snapshot(_keys(stage.subject), conversation_id(stage.request), own_key=_key_digest(stage))
+def reads(stage: Prepared, catalog: SessionReads, *, shadow: bool) -> Reads:
+    """The session members the policy of ``stage``'s tool reads; every member when a
+    ``shadow`` candidate policy is asked too (it may read others). Never raises."""
+    return EVERYTHING if shadow else catalog.of_tool(stage.tool.as_input())
+
+
+@dataclass(frozen=True)
+class SessionFacts:
+    """What the policy of one call reads of its subject's session (``reads``) and the snapshot
+    those members are built from (None: it reads none, nothing was read from Redis)."""
+
+    reads: Reads
+    snapshot: Snapshot | None
+
+    def policy_input(self) -> dict[str, Any]:
+        """The ``session`` and ``history`` members of the policy input, each only when read."""
+        if self.snapshot is None:
+            return {}
+        members: dict[str, Any] = {}
+        if self.reads.wants("history"):
+            members["history"] = self.snapshot.history()
+        if self.reads.wants("session"):
+            members["session"] = self.snapshot.as_input(self.reads)
+        return members
+
+
+def snapshot(stage: Prepared, store: SessionStore, reads: Reads) -> SessionFacts:
+    """The subject's session as the policy sees it (the members of ``reads``), the call's own
+    earlier attempts (same key) left out of the counts; no Redis read when the policy reads
+    none. Raises ``DependencyUnavailable`` (503)."""
+    if not reads.any_session:
+        return SessionFacts(reads, None)
+    taken = store.snapshot(
+        _keys(stage.subject), conversation_id(stage.request), own_key=_key_digest(stage),
+        with_recent=reads.wants("session.recent"),
+    )
+    return SessionFacts(reads, taken)
 
 
 @dataclass(frozen=True)
@@ -73,13 +107,15 @@ def admit(stage: Prepared, decision: PolicyDecision, store: SessionStore, *, cou
     when ``count_rates`` is false) and, for an allow that will run (not an idempotent replay),
     reserve the decision's limits.
 
-    A dry run counts nothing and reserves nothing: its limits are only checked. Returns the
-    ``Admitted`` decision: a deny naming the limit when one is full or the call's amount cannot
-    be measured. Raises ``RateLimited`` (429) and ``DependencyUnavailable`` (503).
+    A dry run is admitted as the real call would be now, rate limits included, but counts and
+    reserves nothing; an enforced dry run (``DecideCall.enforced``, AuthZEN) counts and
+    reserves like a real call. Returns the ``Admitted`` decision: a deny naming the limit when
+    one is full or the call's amount cannot be measured. Raises ``RateLimited`` (429) and
+    ``DependencyUnavailable`` (503).
     """
-    dry_run = stage.request.dry_run
+    commit = not stage.request.dry_run or stage.call.enforced
     rates: tuple[RateLimitSpec, ...] = ()
-    if count_rates and not dry_run:
+    if count_rates:
         rates = ((store.default_rate_limit,) if store.default_rate_limit else ()) + decision.rate_limits
     replay = stage.reservation is not None and stage.reservation.stored is not None
     specs = decision.limits if decision.decision == "allow" and not replay else ()
@@ -95,7 +131,7 @@ def admit(stage: Prepared, decision: PolicyDecision, store: SessionStore, *, cou
             unmeasurable = f"limit {spec.id} cannot measure this call"
     admission = store.admit(
         _keys(stage.subject), decision_id=stage.call.decision_id, conversation=conversation_id(stage.request),
-        rates=rates, limits=[] if unmeasurable else limits, commit=not dry_run,
+        rates=rates, limits=[] if unmeasurable else limits, commit=commit,
     )
     if unmeasurable:
         return Admitted(_deny(decision, unmeasurable))
@@ -181,12 +217,14 @@ def settle(
     """Settle the session of the call an execution report is about (``report.decision_id``):
     a completion stores what its ``result`` brings by the reserved tool's ``contract`` (labels,
     trusted counterparties; none without a contract) and keeps the shares spent; a failure
-    (released or final) gives the shares back. Raises ``DependencyUnavailable`` (503)."""
+    (released or final) reported within the reservation's lease gives the shares back, once; a
+    failure reported after the lease expired keeps them spent (the call may have run). Raises
+    ``DependencyUnavailable`` (503)."""
     if report.decision_id is None:
         return
     keys = _keys(subject)
     meta = contract.meta if contract else None
     outcome = Outcome.of_result(meta, result) if report.state == "completed" else Outcome(report.state)
     store.settle(keys, report.decision_id, outcome)
-    if report.state != "completed":
+    if report.state != "completed" and report.in_lease:
         store.give_back(keys, report.decision_id, store.linked_shares(keys, report.decision_id), linked=True)

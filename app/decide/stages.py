@@ -84,6 +84,12 @@ class DecideCall:
     traceparent: str | None = None
     decision_id: str = field(default_factory=new_decision_id)
     tool_definition: ToolDefinition | None = None
+    #: The subject a PEP's credential asserts (AuthZEN): the call is decided for that subject of
+    #: the caller's tenant, provided the caller holds ``authzen_pep_role``.
+    asserted_subject: str | None = None
+    #: A dry run whose answer the caller enforces without a later decide (an AuthZEN
+    #: evaluation): it spends its rate-limit slots and, allowed, its limit shares.
+    enforced: bool = False
 
     @property
     def trace_id(self) -> str | None:

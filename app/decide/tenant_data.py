@@ -16,7 +16,7 @@ from app.audit.records import AuditEvent, AuditRecord
 from app.decide.deps import Deps
 from app.decide.events import RequestFacts
 from app.errors import Conflict, DependencyUnavailable, Forbidden, NotFound, ToolgateError, ValidationFailed
-from app.models import Subject
+from app.models import RateLimitSpec, Subject
 from app.policy.bundle import PolicyLoadError, read_directory
 from app.policy.tenant_data import (
     DATA_FILE,
@@ -29,7 +29,11 @@ from app.policy.tenant_data import (
     is_tenant_with_data,
     validate,
 )
-from app.settings import Settings
+from app.session.keys import SubjectKeys
+from app.settings import Settings, parse_rate
+
+#: The id of the per-tenant rate limit of pushes (``TOOLGATE_TENANT_DATA_PUSH_RATE``).
+PUSH_RATE_ID = "tenant_data.push"
 
 
 @dataclass(frozen=True)
@@ -100,7 +104,8 @@ def push(
     chain. The answering worker reloads at once, the others at their next poll. ``if_match``:
     the version (``read(...).version``) the push replaces; another current version refuses it.
 
-    Raises ``Forbidden``, ``ValidationFailed`` (422 with ``details.problems`` for data outside
+    Raises ``Forbidden``, ``RateLimited`` (429: the tenant's pushes are over
+    ``TOOLGATE_TENANT_DATA_PUSH_RATE``), ``ValidationFailed`` (422 with ``details.problems`` for data outside
     the schema), ``Conflict`` (409: pushes are off or would not reach the policy, or the data
     changed since ``if_match``), ``DependencyUnavailable`` (the data or the record cannot be
     written; nothing is kept).
@@ -111,6 +116,11 @@ def push(
 
     def act() -> PushedData:
         root = _pushable(settings)
+        count, per_s = parse_rate(settings.tenant_data_push_rate)
+        deps.sessions.admit(
+            SubjectKeys(tenant, subject.id), decision_id=request.request_id, conversation=None,
+            rates=[RateLimitSpec(id=PUSH_RATE_ID, scope="tenant", count=count, per_s=per_s)], limits=[], commit=True,
+        )
         try:
             raw = canonical_bytes(validate(document))
         except TenantDataInvalid as exc:

@@ -16,6 +16,7 @@ change the decision itself.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
 from pydantic import ValidationError
@@ -40,6 +41,16 @@ _MAX_LIMITS = 16
 Spec = TypeVar("Spec", LimitSpec, RateLimitSpec)
 
 
+@dataclass(frozen=True)
+class RawResult:
+    """What a policy document evaluated to, before normalization: ``value`` (None when
+    ``defined`` is False) and the ``revision`` of the policy that evaluated it."""
+
+    value: Any
+    defined: bool
+    revision: str
+
+
 class PolicyEngine(Protocol):
     """What the decide pipeline needs from a policy engine."""
 
@@ -53,6 +64,11 @@ class PolicyEngine(Protocol):
         Raises ``DependencyUnavailable`` on evaluation errors, conflict errors, timeouts and
         connection errors.
         """
+
+    def evaluate_document(self, path: str, policy_input: dict[str, Any]) -> RawResult:
+        """Evaluate another document of the same policy, ``data.<path>``
+        (``toolgate/session_reads``), without normalizing it; the answer names the revision
+        that made it. Raises ``DependencyUnavailable`` like ``evaluate``."""
 
     def revision(self) -> str:
         """The policy revision in force (content hash or bundle revision)."""

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app import metrics
-from app.engine.base import normalize
+from app.engine.base import RawResult, normalize
 from app.engine.sources import BundleUnavailable, PolicySource
 from app.engine.status import WorkerStatusBoard
 from app.errors import DependencyUnavailable
@@ -120,16 +120,6 @@ def check_bundle(bundle: PolicyBundle, verifier: BundleVerifier | None) -> None:
 class EvaluationFailed(DependencyUnavailable):
     """The engine ran the query and OPA raised an evaluation error (a conflict, a builtin error
     under strict errors, a cancelled evaluation)."""
-
-
-@dataclass(frozen=True)
-class RawResult:
-    """What the decision document evaluated to, before normalization: ``value`` (None when
-    ``defined`` is False) and the ``revision`` of the snapshot that evaluated it."""
-
-    value: Any
-    defined: bool
-    revision: str
 
 
 class EmbeddedEngine:
@@ -374,12 +364,19 @@ class EmbeddedEngine:
         """Evaluate ``data.<decision_path>`` on the current snapshot without normalizing or
         counting anything. Raises ``EvaluationFailed`` for an OPA evaluation error and
         ``DependencyUnavailable`` when no bundle is active or an engine cannot be made."""
+        return self._evaluate(self._document, policy_input)
+
+    def evaluate_document(self, path: str, policy_input: dict[str, Any]) -> RawResult:
+        """Evaluate ``data.<path>`` (``toolgate/session_reads``) like ``evaluate_raw``."""
+        return self._evaluate(path.replace("/", "."), policy_input)
+
+    def _evaluate(self, document: str, policy_input: dict[str, Any]) -> RawResult:
         from opa_bindings import OpaError, OpaUndefinedError
 
         snapshot = self._current()
         try:
             with self._engine(snapshot) as engine:
-                value = engine.eval_document(self._document, policy_input)
+                value = engine.eval_document(document, policy_input)
         except OpaUndefinedError:
             return RawResult(None, False, snapshot.revision)
         except OpaError as exc:

@@ -47,11 +47,12 @@ from urllib.parse import urlsplit
 import requests
 
 from app import metrics
-from app.engine.base import normalize
+from app.engine.base import RawResult, normalize
 from app.engine.deadline_http import DeadlineClient, DeadlineExceeded, ResponseTooLarge
 from app.engine.status import WorkerStatusBoard
 from app.errors import DependencyUnavailable
 from app.models import PolicyDecision
+from app.policy.bundle import PolicyLoadError, read_directory
 from app.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,7 @@ class OpaSidecarEngine:
 
     def __init__(self, settings: Settings, *, status_board: WorkerStatusBoard | None = None) -> None:
         self._s = settings
-        self._path = "/v1/data/" + settings.decision_path + "?strict-builtin-errors=true&provenance=true"
+        self._path = _data_path(settings.decision_path)
         self._http = DeadlineClient(settings.opa_url)
         self._budget = RetryBudget(settings.opa_retry_budget_ratio, settings.opa_retry_budget_floor)
         self._revision = "unknown"
@@ -123,11 +124,11 @@ class OpaSidecarEngine:
         self._client_lock = threading.Lock()
         self._client: Any = None
 
-    def _attempt(self, body: bytes, deadline: float, headers: dict[str, str]) -> dict[str, Any]:
+    def _attempt(self, body: bytes, deadline: float, headers: dict[str, str], path: str | None = None) -> dict[str, Any]:
         s = self._s
         try:
             answer = self._http.post(
-                self._path, body, headers=headers, deadline=deadline,
+                path or self._path, body, headers=headers, deadline=deadline,
                 connect_timeout_s=s.opa_connect_timeout_ms / 1000, read_timeout_s=s.opa_read_timeout_ms / 1000,
             )
         except (DeadlineExceeded, TimeoutError) as exc:
@@ -198,6 +199,18 @@ class OpaSidecarEngine:
             log_detail=str(last) if last else "OPA deadline exceeded",
         )
 
+    def evaluate_document(self, path: str, policy_input: dict[str, Any]) -> RawResult:
+        """Query ``data.<path>`` once within the deadline, unnormalized (``PolicyEngine``);
+        the revision is the answer's provenance (``unknown`` when it names none)."""
+        body = json.dumps({"input": policy_input}, separators=(",", ":")).encode()
+        deadline = time.monotonic() + self._s.opa_deadline_ms / 1000
+        try:
+            data = self._attempt(body, deadline, {"Content-Type": "application/json"}, _data_path(path))
+        except _Attempt as failed:
+            raise DependencyUnavailable("policy engine is unavailable", log_detail=str(failed)) from None
+        revision = provenance_revision(data.get("provenance")) or "unknown"
+        return RawResult(data.get("result"), "result" in data, revision)
+
     def _remember_revision(self, data: dict[str, Any]) -> str | None:
         """The revision in the answer's provenance (None when it names none); remembered and
         published when it changed."""
@@ -226,13 +239,21 @@ class OpaSidecarEngine:
             raise DependencyUnavailable("policy engine is unavailable", log_detail="OPA /health?bundles is not 200")
 
     def status(self, *, with_detail: bool = True, with_sidecar: bool = True) -> dict[str, Any]:
-        """``{"engine", "url", "revision", "sidecar"}``: the revision of this worker's last
-        decision (None before the first) and, with ``with_sidecar``, the sidecar's view
-        (``sidecar_bundle_status``)."""
+        """``{"engine", "url", "revision", "sidecar", "configured_revision",
+        "serves_configured_revision"}``: the revision of this worker's last decision (None
+        before the first) and, with ``with_sidecar``, the sidecar's view
+        (``sidecar_bundle_status``) beside the revision of ``TOOLGATE_POLICY_DIR`` (with the
+        pushed tenant data over it; None when the directory cannot be read) and whether the
+        sidecar's active bundle is that revision (None when either is unknown)."""
         seen = None if self._revision == "unknown" else self._revision  # no decision yet in this worker
         out: dict[str, Any] = {"engine": self.name, "url": self._s.opa_url, "revision": seen}
         if with_sidecar:
-            out["sidecar"] = sidecar_bundle_status(self._opa_client(), self._s.opa_bundle_name, with_detail=with_detail)
+            sidecar = sidecar_bundle_status(self._opa_client(), self._s.opa_bundle_name, with_detail=with_detail)
+            active = (sidecar["bundle"] or {}).get("active_revision")
+            configured = _directory_revision(self._s)
+            out["sidecar"] = sidecar
+            out["configured_revision"] = configured
+            out["serves_configured_revision"] = None if active is None or configured is None else active == configured
         return out
 
     def workers(self) -> list[dict[str, Any]]:
@@ -240,6 +261,21 @@ class OpaSidecarEngine:
         if not self._board.own():
             self._board.publish(self.status(with_sidecar=False))
         return self._board.read_all()
+
+
+def _data_path(document: str) -> str:
+    """The Data API path that evaluates ``data.<document>`` with strict builtin errors and
+    provenance."""
+    return "/v1/data/" + document + "?strict-builtin-errors=true&provenance=true"
+
+
+def _directory_revision(settings: Settings) -> str | None:
+    """The revision of the bundle ``toolgate policy serve-bundle`` would build from the
+    configured policy directory and tenant data; None when it cannot be read."""
+    try:
+        return read_directory(settings.policy_dir, tenant_data_dir=settings.tenant_data_dir).revision
+    except PolicyLoadError:
+        return None
 
 
 def provenance_revision(provenance: Any) -> str | None:

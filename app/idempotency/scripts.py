@@ -62,17 +62,22 @@ return {'completed', tonumber(ARGV[4]), reserved_by}
 """)
 
 # KEYS: record, lease. ARGV: subject, token, retryable ('1'|'0'), reason, retention_ms, now_ms.
+# The reply's fourth element is 1 when the report came while the reservation's lease was still
+# running (the lease key holds its token), else 0: a late or repeated report (it gives back
+# nothing, docs/session.md).
 FAIL = LuaScript(_OWNED + """
-if f[1] == 'failed' and ARGV[3] == '0' and f[5] == ARGV[4] then return {'failed', redis.call('PTTL', KEYS[1]), reserved_by} end
+if f[1] == 'failed' and ARGV[3] == '0' and f[5] == ARGV[4] then return {'failed', redis.call('PTTL', KEYS[1]), reserved_by, 0} end
 if f[1] ~= 'processing' then return {'settled', f[1]} end
+local in_lease = 0
+if redis.call('GET', KEYS[2]) == f[3] then in_lease = 1 end
 if ARGV[3] == '1' then
   redis.call('DEL', KEYS[1], KEYS[2])
-  return {'released', 0, reserved_by}
+  return {'released', 0, reserved_by, in_lease}
 end
 redis.call('HSET', KEYS[1], 'state', 'failed', 'reason', ARGV[4], 'settled_at_ms', ARGV[6])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
 redis.call('DEL', KEYS[2])
-return {'failed', tonumber(ARGV[5]), reserved_by}
+return {'failed', tonumber(ARGV[5]), reserved_by, in_lease}
 """)
 
 # KEYS: record, lease. ARGV: resolution ('completed'|'released'), retention_ms, now_ms.

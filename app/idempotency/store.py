@@ -80,6 +80,9 @@ class Report:
     state: Literal["completed", "failed", "released"]
     expires_at: str | None
     decision_id: str | None = None
+    #: A failure reported while the reservation's lease was running, for the first time: only
+    #: such a report gives the call's limit shares back (after the lease they stay spent).
+    in_lease: bool = False
 
 
 def _seconds(ms: int) -> int:
@@ -284,9 +287,10 @@ class IdempotencyStore:
         if status == "settled":
             raise Conflict("this execution was already reported", details={"state": reply[1]})
         reserved_by = (reply[2] if len(reply) > 2 else "") or None
+        in_lease = len(reply) > 3 and int(reply[3]) == 1
         if status == "released":
-            return Report("released", None, reserved_by)
-        return Report(status, rfc3339_ms(now_ms() + int(reply[1])), reserved_by)
+            return Report("released", None, reserved_by, in_lease)
+        return Report(status, rfc3339_ms(now_ms() + int(reply[1])), reserved_by, in_lease)
 
     def resolve(self, scope: Scope, resolution: Resolution) -> Resolution:
         """Operator decision on a record (``toolgate idempotency resolve``): ``completed``

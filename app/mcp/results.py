@@ -17,7 +17,10 @@ from app.models import DecideResponse
 DECISION_META = "toolgate/decision"
 APPROVAL_META = "toolgate/approval"
 ERROR_META = "toolgate/error"
-_RESERVED_META_PREFIX = "io.modelcontextprotocol/"
+#: ``_meta`` namespaces an upstream's result may not bring to the client: the protocol's and
+#: this gateway's own (an upstream could otherwise plant a ``toolgate/approval`` or
+#: ``toolgate/error`` the client would take for the gateway's).
+_GATEWAY_META_PREFIXES = ("io.modelcontextprotocol/", "toolgate/")
 
 
 def decision_meta(response: DecideResponse) -> dict[str, Any]:
@@ -36,10 +39,10 @@ def _text(text: str) -> list[types.ContentBlock]:
 
 
 def with_decision(result: types.CallToolResult, response: DecideResponse) -> types.CallToolResult:
-    """``result`` (an upstream's) with the decision added to its ``_meta`` (the upstream's own
-    protocol-reserved ``io.modelcontextprotocol/*`` entries, such as its server info, dropped:
-    this server is the gateway)."""
-    meta = {k: v for k, v in (result.meta or {}).items() if not k.startswith(_RESERVED_META_PREFIX)}
+    """``result`` (an upstream's) with the decision added to its ``_meta``; the upstream's own
+    entries in the protocol-reserved ``io.modelcontextprotocol/*`` namespace (such as its server
+    info) and in ``toolgate/*`` are dropped: this server is the gateway."""
+    meta = {k: v for k, v in (result.meta or {}).items() if not k.startswith(_GATEWAY_META_PREFIXES)}
     meta[DECISION_META] = decision_meta(response)
     return result.model_copy(update={"meta": meta})
 

@@ -2,25 +2,38 @@
 
 Errors (the check fails):
 
-- ``no_family``: a registered contract that no family's ``governs`` declares (the library
-  denies every call of it, ``toolgate.no_family``);
+- ``no_family``: a contract of the contracts folder that no family's ``governs`` declares (the
+  library denies every call of it, ``toolgate.no_family``); a built-in contract without a family
+  is no finding (a suite that does not use it wants its calls denied);
 - ``unshared_claim``: two families claim one tool (name, namespace, overlapping versions)
   without naming each other in ``shared_with`` (the library denies it, ``toolgate.family_conflict``);
 - ``no_contract``: a family declares a tool, or a version of one, that has no contract in that
   namespace (its rules can never run);
 - the catalog's other findings: ``malformed_declaration``, ``malformed_approver_roles``,
-  ``shared_with_not_claimant``.
+  ``shared_with_not_claimant``;
+- ``test_named_rule``: a family rule whose last name starts with ``test_`` (``governs.test_x``
+  for a tool named ``test_x``), which ``opa test`` runs as a test and fails; declare such tools
+  in one object, ``governs := {"test_x": {...}}``.
 
-Warnings (fail only with ``strict``), from the AST of each family module
-(``app.policy.rego_ast``):
+- ``undeclared_session_read``, ``malformed_session_reads``, ``session_read_outside_family``:
+  a family's ``session_reads`` does not cover what its rules read, or is not a literal set of
+  strings, or another package reads the session (``app.policy.session_reads``).
+
+Warnings (fail only with ``strict``), from the AST of each family module and of each helper
+package the families import (rule code shared by families, e.g. ``policies/shared/<name>/``,
+package ``shared.<name>``; ``app.policy.rego_ast``; ``no_session_reads`` and
+``unread_session_reads`` from ``app.policy.session_reads``):
 
 - ``undefined_field``: a rule reads ``input.call.input.<field>`` that the contract of a tool it
   applies to does not define (a rule limited to tools: each of them; any other rule: none of the
-  family's tools);
+  family's tools; a helper's rule: none of the tools of the families importing it);
 - ``optional_without_default``: a rule reads, without a default, a field that a contract
   defines but does not always hold (not ``required``, and not filled with a default): when the
   field is absent the rule is undefined and silently does not fire. Read it with
-  ``object.get(lib.args, "<field>", <default>)``.
+  ``object.get(lib.args, "<field>", <default>)``;
+- ``sensitive_in_message``: a rule's ``sprintf`` quotes a field (or an object holding one) that
+  the contract of a tool it applies to marks sensitive (``sensitive_paths``): rule messages are
+  reasons, shown in responses, signed in receipts and kept in the decision log unredacted.
 
 The families come from ``data.toolgate.catalog`` evaluated by the embedded engine on the policy
 directory (tests left out), the contracts from ``ContractRegistry.load`` (the built-in ones
@@ -36,10 +49,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from app.contracts.contract import ToolContract
+from app.contracts.builtin import BUILTIN_CONTRACTS
+from app.contracts.contract import ContractLoadError, ToolContract
 from app.contracts.registry import ContractRegistry
 from app.policy.bundle import PolicyLoadError, read_directory
-from app.policy.rego_ast import FieldRead, RegoModule, parse_module
+from app.policy.rego_ast import FieldRead, QuotedRead, RegoModule, parse_module
+from app.policy.session_reads import SessionReadAnalysis, covers
 
 Severity = Literal["error", "warning"]
 _FAMILY_ROOT = "tools"
@@ -126,10 +141,17 @@ def _tool(name: str, namespace: str, version: str | None = None) -> str:
 def check_policies(policy_dir: Path, contracts_dir: Path, *, opa: Path) -> CheckReport:
     """Check ``policy_dir`` against the contracts of ``contracts_dir`` (and the built-in ones);
     ``opa``: the binary that parses the Rego. Raises ``PolicyLoadError`` (the policies do not
-    load), ``ContractLoadError`` (a contract is invalid) or ``RegoParseError``."""
+    load), ``ContractLoadError`` (a contract is invalid, or ``contracts_dir`` is no folder) or
+    ``RegoParseError``."""
+    if not Path(contracts_dir).is_dir():
+        raise ContractLoadError(f"contracts folder {contracts_dir} does not exist")
     catalog = _catalog(policy_dir)
     contracts = ContractRegistry.load(contracts_dir).all()
-    modules = _family_modules(policy_dir, opa)
+    builtin = {(c.namespace, c.name, c.version) for c in BUILTIN_CONTRACTS}
+    own = [c for c in contracts if (c.namespace, c.name, c.version) not in builtin]
+    every_module = _modules(policy_dir, opa)
+    # The families and the helper packages they import; the library (data.toolgate) is the project's.
+    modules = [m for m in every_module if m.package[:1] != ("toolgate",)]
     declarations = [
         _Declaration(family, str(d["name"]), str(d["namespace"]),
                      tuple(d["versions"]) if d.get("versions") is not None else None)
@@ -139,9 +161,12 @@ def check_policies(policy_dir: Path, contracts_dir: Path, *, opa: Path) -> Check
                   for tool, line in m.governs_lines().items()}
     findings = [
         *_catalog_findings(catalog.get("findings") or [], governs_at, modules),
-        *_contracts_without_family(contracts, declarations),
+        *_contracts_without_family(own, declarations),
         *_tools_without_contract(declarations, contracts, governs_at),
         *_field_findings(modules, declarations, contracts),
+        *session_read_findings(SessionReadAnalysis(every_module)),
+        *_message_findings(modules, declarations, contracts),
+        *_test_named_rules(modules),
     ]
     unique = sorted(set(findings), key=lambda f: (f.severity != "error", f.file or "", f.line or 0, f.message))
     return CheckReport(unique, contracts=len(contracts), families=len(catalog["families"]))
@@ -172,11 +197,19 @@ def _family_of(module: RegoModule) -> str | None:
     return package[1] if len(package) >= 2 and package[0] == _FAMILY_ROOT else None
 
 
-def _family_modules(policy_dir: Path, opa: Path) -> list[RegoModule]:
-    """The parsed modules of the packages under ``data.tools`` (tests left out)."""
+def _modules(policy_dir: Path, opa: Path) -> list[RegoModule]:
+    """The parsed modules of ``policy_dir`` (tests left out)."""
     bundle = read_directory(policy_dir)
-    parsed = (parse_module(opa, Path(policy_dir) / rel) for rel in bundle.modules)
-    return [m for m in parsed if _family_of(m)]
+    return [parse_module(opa, Path(policy_dir) / rel) for rel in bundle.modules]
+
+
+def _families_reading(module: RegoModule, modules: list[RegoModule]) -> set[str]:
+    """The families whose tools ``module``'s rules apply to: its own family, or, for a helper
+    package, every family that imports it."""
+    family = _family_of(module)
+    if family:
+        return {family}
+    return {f for m in modules if (f := _family_of(m)) and m.imports_package(module.package)}
 
 
 def _module_of(modules: Iterable[RegoModule], family: str) -> RegoModule | None:
@@ -237,6 +270,16 @@ def _tools_without_contract(declarations: list[_Declaration], contracts: list[To
                 )
 
 
+def _test_named_rules(modules: list[RegoModule]) -> Iterable[Finding]:
+    for module in modules:
+        for name, line in module.test_named_rules().items():
+            yield Finding(
+                "error", "test_named_rule",
+                f"rule {name} starts with test_, so opa test runs it as a test and fails; declare the tool in "
+                'one object instead: governs := {"test_...": {...}}', module.file, line,
+            )
+
+
 # --- field reads -----------------------------------------------------------------------------
 
 
@@ -258,11 +301,17 @@ def _field_schema(contract: ToolContract, path: tuple[str, ...]) -> tuple[bool, 
     return True, always
 
 
+def _governed(module: RegoModule, modules: list[RegoModule], declarations: list[_Declaration],
+              contracts: list[ToolContract]) -> list[ToolContract]:
+    """The contracts of the tools ``module``'s rules apply to (``_families_reading``)."""
+    families = _families_reading(module, modules)
+    return [c for c in contracts if any(d.family in families and d.covers(c) for d in declarations)]
+
+
 def _field_findings(modules: list[RegoModule], declarations: list[_Declaration],
                     contracts: list[ToolContract]) -> Iterable[Finding]:
     for module in modules:
-        family = _family_of(module)
-        governed = [c for c in contracts if any(d.family == family and d.covers(c) for d in declarations)]
+        governed = _governed(module, modules, declarations, contracts)
         for read in module.field_reads():
             scope = [c for c in governed if read.tools is None or c.name in read.tools]
             if scope:
@@ -295,3 +344,63 @@ def _read_findings(file: str, read: FieldRead, scope: list[ToolContract]) -> Ite
                 f"(read it with object.get(lib.args, {json.dumps(list(read.path)) if len(read.path) > 1 else json.dumps(read.path[0])}, <default>))",
                 file, read.line,
             )
+
+
+# --- session reads ---------------------------------------------------------------------------
+
+
+def session_read_findings(analysis: SessionReadAnalysis) -> Iterable[Finding]:
+    """Each family's ``session_reads`` against what its rules read (``app.policy.session_reads``),
+    and reads of the session outside the families."""
+    for family, (reads, declaration, file) in analysis.family_reads().items():
+        if declaration is None:
+            yield Finding("warning", "no_session_reads",
+                          f"family {family} declares no session_reads: every call of its tools builds the whole "
+                          "session (declare session_reads := set() when it reads none)", file)
+            continue
+        if declaration.members is None:
+            yield Finding("error", "malformed_session_reads",
+                          f"family {family}: session_reads is not a literal set of strings", declaration.file,
+                          declaration.line)
+            continue
+        for member, site in sorted(reads.items()):
+            if not covers(declaration.members, member):
+                yield Finding("error", "undeclared_session_read",
+                              f"family {family} reads input.{member} (rule {site.rule}, {site.file}:{site.line}) but its "
+                              "session_reads does not declare it: the gateway would not build it", declaration.file,
+                              declaration.line)
+        for member in sorted(declaration.members):
+            if member != "*" and not any(covers(frozenset({member}), read) or covers(frozenset({read}), member)
+                                         for read in reads):
+                yield Finding("warning", "unread_session_reads",
+                              f"family {family} declares input.{member} in session_reads, which none of its rules "
+                              "reads: every call of its tools builds it for nothing", declaration.file, declaration.line)
+    for package, reads in analysis.outside_families().items():
+        for member, site in sorted(reads.items()):
+            yield Finding("error", "session_read_outside_family",
+                          f"package {'.'.join(package)} reads input.{member} (rule {site.rule}): only policy families "
+                          "may read the session (the gateway builds it for what they declare)", site.file, site.line)
+
+
+def _message_findings(modules: list[RegoModule], declarations: list[_Declaration],
+                      contracts: list[ToolContract]) -> Iterable[Finding]:
+    for module in modules:
+        governed = _governed(module, modules, declarations, contracts)
+        for quoted in module.quoted_reads():
+            for c in governed:
+                if quoted.tools is None or c.name in quoted.tools:
+                    yield from _quoted_sensitive(module.file, quoted, c)
+
+
+def _quoted_sensitive(file: str, quoted: QuotedRead, contract: ToolContract) -> Iterable[Finding]:
+    """A finding when ``quoted`` is, or holds, a sensitive path of ``contract``."""
+    pointer = "/" + "/".join(p.replace("~", "~0").replace("/", "~1") for p in quoted.path)
+    hit = [s for s in contract.meta.sensitive_paths if s == pointer or s.startswith(pointer + "/")]
+    if hit:
+        yield Finding(
+            "warning", "sensitive_in_message",
+            f"rule {quoted.rule} quotes input.call.input.{'.'.join(quoted.path)} in a message, and "
+            f"{_tool(contract.name, contract.namespace, contract.version)} marks {hit[0]} sensitive: messages are reasons, "
+            "shown in responses, signed in receipts and logged unredacted (name the field, not its value)",
+            file, quoted.line,
+        )

@@ -10,6 +10,7 @@
     toolgate policy check [DIR] [--contracts DIR] [--strict] [--json]
     toolgate policy eval --input FILE|- [--dir DIR | --bundle FILE] [--tenant-data DIR] [--explain [MODE]] [--json]
     toolgate policy diff|explain|archive ...   (app.policy.rollout_commands)
+    toolgate policy properties ...             (app.policy.intel_commands)
 
 Exit codes: 0 success, 1 a check failed (tests, coverage, compile, verification, a refused
 push), 2 usage or settings error.
@@ -255,7 +256,8 @@ def _eval(args: argparse.Namespace) -> int:
 
 def _signing_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--signing-key", help="sign with this private key (PEM text or file; HS256: the secret)")
-    parser.add_argument("--signing-alg", default="RS256", choices=SIGNING_ALGORITHMS)
+    parser.add_argument("--signing-alg", choices=SIGNING_ALGORITHMS,
+                        help="default: the key's own (RSA RS256, EC ES256/384/512 by curve, Ed25519 EdDSA); HS256 for a secret")
     parser.add_argument("--signing-key-id", default=DEFAULT_KEY_ID, help=f"key id (default {DEFAULT_KEY_ID})")
     parser.add_argument("--scope", help="signature scope")
 
@@ -326,6 +328,8 @@ def add_policy_commands(sub: Any) -> None:
     peval.add_argument("--json", action="store_true", help="print the evaluation as JSON")
     peval.set_defaults(func=_eval)
 
+    from app.policy.intel_commands import add_intel_commands
     from app.policy.rollout_commands import add_rollout_commands
 
     add_rollout_commands(policy_sub)
+    add_intel_commands(policy_sub)

@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.audit.records import AuditRecord
-from app.policy.reevaluate import BundleEvaluator, ReevaluationFailed, recorded_call
+from app.models import PolicyDecision
+from app.policy.reevaluate import BundleEvaluator, RecordedCall, ReevaluationFailed, recorded_call
 from app.terminal import printable
 from app.timefmt import format_us
 
@@ -102,9 +103,11 @@ def _rule_ids(rules: Iterable[Any]) -> set[str]:
     return {rule["id"] if isinstance(rule, dict) else rule.id for rule in rules}
 
 
-def diff_records(records: Iterable[AuditRecord], candidate: BundleEvaluator) -> DiffReport:
+def diff_records(records: Iterable[AuditRecord], candidate: BundleEvaluator,
+                 observe: Callable[[RecordedCall, PolicyDecision], None] | None = None) -> DiffReport:
     """Evaluate every decide record of ``records`` under ``candidate`` (see the module
-    docstring). Reads ``records`` once, in order; memory grows with the flip groups only."""
+    docstring). Reads ``records`` once, in order; memory grows with the flip groups only.
+    ``observe`` is called with every evaluated call and the candidate's decision."""
     report = DiffReport(candidate.revision, candidate.bundle.source)
     for record in records:
         call = recorded_call(record)
@@ -125,6 +128,8 @@ def diff_records(records: Iterable[AuditRecord], candidate: BundleEvaluator) -> 
                 report.error_examples.append(record.decision_id)
             continue
         report.evaluated += 1
+        if observe is not None:
+            observe(call, decision)
         if decision.decision == call.decision:
             report.unchanged += 1
             continue

@@ -28,9 +28,12 @@ class ReevaluationFailed(Exception):
     document, a result that is not a decision. The message says which."""
 
 
-def read_policy(where: str, *, timeout_s: float = 10.0) -> PolicyBundle:
-    """The policy at ``where``: a policy directory, a bundle tarball, or an http(s) bundle URL.
-    Raises ``PolicyLoadError`` (unreadable, missing, unreachable)."""
+def read_policy(where: str, *, timeout_s: float = 10.0, tenant_data_dir: Path | None = None) -> PolicyBundle:
+    """The policy at ``where``: a policy directory (with the pushed tenant data of
+    ``tenant_data_dir`` over it), a bundle tarball, or an http(s) bundle URL. Raises
+    ``PolicyLoadError`` (unreadable, missing, unreachable, tenant data for a bundle)."""
+    if tenant_data_dir is not None and not Path(where).is_dir():
+        raise PolicyLoadError(f"{where}: tenant data can be laid over a policy directory only")
     if where.startswith(("http://", "https://")):
         try:
             bundle = BundleUrlSource(where, timeout_s=timeout_s, max_bytes=MAX_BUNDLE_BYTES).fetch()
@@ -41,7 +44,7 @@ def read_policy(where: str, *, timeout_s: float = 10.0) -> PolicyBundle:
         return bundle
     path = Path(where)
     if path.is_dir():
-        return read_directory(path)
+        return read_directory(path, tenant_data_dir=tenant_data_dir)
     try:
         raw = path.read_bytes()
     except OSError as exc:

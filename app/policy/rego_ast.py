@@ -20,6 +20,11 @@ and **defaulted** when it names a fallback:
 as ``lib.args``. A read through a variable key (``lib.args[k]``, ``some k, v in lib.args``) names
 no field and is not reported.
 
+A rule's message **quotes** a field (``RegoModule.quoted_reads``) when a ``sprintf`` argument
+reads it: directly, through a variable of the rule bound to a read (``p := lib.args.path``), or
+through a rule of the package whose value reads it (``path := lib.string_arg("path", "")``, and
+rules built on such rules).
+
 A rule is **limited** to tools by top-level, non-negated conditions of its body:
 ``input.tool.name == "t"``, ``input.tool.name in {...}`` (a literal or a constant rule of the
 package), ``lib.call_of("t")``, ``lib.call_of_version("t", v)``, ``lib.call_in_namespace(ns,
@@ -65,6 +70,17 @@ class FieldRead:
 
 
 @dataclass(frozen=True)
+class QuotedRead:
+    """A field of the tool input that a ``sprintf`` of a rule quotes: ``path``, the ``line`` of
+    the ``sprintf``, the ``rule`` and the ``tools`` it is limited to (None: not limited)."""
+
+    path: tuple[str, ...]
+    line: int
+    rule: str
+    tools: frozenset[str] | None
+
+
+@dataclass(frozen=True)
 class RegoModule:
     """One parsed module: ``file`` (as given to ``parse_module``) and its AST."""
 
@@ -80,6 +96,16 @@ class RegoModule:
     @property
     def rules(self) -> list[dict[str, Any]]:
         return list(self.ast.get("rules") or [])
+
+    @property
+    def imports(self) -> dict[str, tuple[str, ...]]:
+        """Import alias -> the imported path (``lib`` -> ``("data", "toolgate", "lib")``)."""
+        return _imports(self.ast)
+
+    def imports_package(self, package: tuple[str, ...]) -> bool:
+        """This module imports ``package`` (``("shared", "travel")``) or a part of it."""
+        wanted = ("data", *package)
+        return any(path[: len(wanted)] == wanted for path in _imports(self.ast).values())
 
     def governs_lines(self) -> dict[str, int]:
         """Tool name -> line of its ``governs.<tool>`` rule (``governs := {...}``: the line of
@@ -99,6 +125,21 @@ class RegoModule:
                         lines.setdefault(str(key["value"]), line)
         return lines
 
+    def test_named_rules(self) -> dict[str, int]:
+        """Rule name -> line for every rule that is no test but that ``opa test`` runs as one:
+        a rule whose last name starts with ``test_`` outside a ``*_test`` package (e.g.
+        ``governs.test_connection``, the rule of a tool named ``test_connection``)."""
+        if self.package and self.package[-1].endswith("_test"):
+            return {}
+        found: dict[str, int] = {}
+        for rule in self.rules:
+            ref = (rule.get("head") or {}).get("ref") or []
+            last = str(ref[-1].get("value")) if ref else ""
+            if last.startswith("test_"):
+                name = ".".join(str(t.get("value")) for t in ref)
+                found.setdefault(name, _line(rule))
+        return found
+
     def field_reads(self) -> list[FieldRead]:
         """Every read of the tool input in this module, in source order."""
         imports = _imports(self.ast)
@@ -115,6 +156,27 @@ class RegoModule:
             if "else" in rule:
                 reads.extend(scan.reads(rule["else"], None))
         return sorted(set(reads), key=lambda r: (r.line, r.path, r.defaulted))
+
+    def quoted_reads(self) -> list[QuotedRead]:
+        """Every field a ``sprintf`` in this module's rules quotes, in source order."""
+        imports = _imports(self.ast)
+        constants = _constants(self.rules)
+        package_aliases = {name for name, value in _plain_values(self.rules) if _is_args_base(value, imports, set())}
+        by_rule = _fields_by_rule(self.rules, imports, package_aliases)
+        quoted: set[QuotedRead] = set()
+        for rule in self.rules:
+            name = _rule_name(rule)
+            scan = _Scan(imports, set(package_aliases) | _local_aliases(rule, imports), name)
+            known = dict(by_rule)
+            known.update(_bound_fields(rule, imports, scan, known))
+            tools = _guard(rule.get("body") or [], imports, constants)
+            for node in _walk(rule):
+                parts = _call_parts(node)
+                if not parts or _ref_path(parts[0], imports) != ["sprintf"] or len(parts) < 3:
+                    continue
+                for path in _fields_of(parts[2], scan, known):
+                    quoted.add(QuotedRead(path, _line(parts[0]), name, tools))
+        return sorted(quoted, key=lambda q: (q.line, q.path))
 
 
 def parse_module(opa: Path, path: Path) -> RegoModule:
@@ -321,6 +383,54 @@ def _guard_names(parts: list[Term], imports: dict[str, tuple[str, ...]],
     if helper == "call_among" and args:
         return _strings(args[0], constants)
     return None
+
+
+def _fields_of(node: Any, scan: _Scan, known: dict[str, frozenset[tuple[str, ...]]]) -> frozenset[tuple[str, ...]]:
+    """The fields ``node`` reads: its own reads, and those of the variables in it that ``known``
+    maps (rules of the package, variables of the rule)."""
+    fields = {read.path for read in scan.reads(node, None)}
+    for current in _walk(node):
+        if isinstance(current, dict) and current.get("type") == "var":
+            fields |= known.get(str(current.get("value")), frozenset())
+        elif isinstance(current, dict) and current.get("type") == "ref":
+            head = (current.get("value") or [{}])[0]
+            if head.get("type") == "var":
+                fields |= known.get(str(head.get("value")), frozenset())
+    return frozenset(fields)
+
+
+def _fields_by_rule(rules: list[dict[str, Any]], imports: dict[str, tuple[str, ...]],
+                    aliases: set[str]) -> dict[str, frozenset[tuple[str, ...]]]:
+    """Rule name -> the fields its value depends on (the reads of the whole rule, and those of
+    the package's rules it names), for the rules with a plain name (``path``, ``segments``)."""
+    known: dict[str, frozenset[tuple[str, ...]]] = {}
+    named = [(str((rule.get("head", {}).get("ref") or [{}])[0].get("value")), rule) for rule in rules
+             if len(rule.get("head", {}).get("ref") or []) == 1]
+    for _ in range(len(named) + 1):
+        changed = False
+        for name, rule in named:
+            fields = known.get(name, frozenset()) | _fields_of(rule, _Scan(imports, aliases, name), known)
+            if fields != known.get(name, frozenset()):
+                known[name], changed = fields, True
+        if not changed:
+            break
+    return known
+
+
+def _bound_fields(rule: dict[str, Any], imports: dict[str, tuple[str, ...]], scan: _Scan,
+                  known: dict[str, frozenset[tuple[str, ...]]]) -> dict[str, frozenset[tuple[str, ...]]]:
+    """Variables of ``rule`` bound (``:=``, ``=``) to a value that reads fields -> those fields."""
+    bound: dict[str, frozenset[tuple[str, ...]]] = {}
+    for node in _walk(rule.get("body") or []):
+        parts = _call_parts(node)
+        if not parts or len(parts) != 3 or _ref_path(parts[0], imports) not in (["assign"], ["eq"]):
+            continue
+        for var, value in ((parts[1], parts[2]), (parts[2], parts[1])):
+            if var.get("type") == "var":
+                fields = _fields_of(value, scan, {**known, **bound})
+                if fields:
+                    bound[str(var["value"])] = fields
+    return bound
 
 
 class _Scan:

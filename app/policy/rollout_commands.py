@@ -1,7 +1,7 @@
 """The rollout subcommands of ``toolgate policy`` (registered by ``app.policy.commands``):
 
-    toolgate policy diff --candidate DIR|BUNDLE|URL [--since T] [--until T] [--tenant T]
-                         [--tool NAME] [--json]
+    toolgate policy diff --candidate DIR|BUNDLE|URL [--tenant-data DIR] [--since T] [--until T]
+                         [--tenant T] [--tool NAME] [--json]
     toolgate policy explain DECISION_ID [--trace fails|notes|full|off] [--json]
     toolgate policy archive [DIR|BUNDLE|URL]
 
@@ -21,6 +21,7 @@ import argparse
 import json
 import sys
 from contextlib import closing
+from pathlib import Path
 from typing import Any
 
 from app.audit.queries import DecisionQuery
@@ -34,7 +35,7 @@ from app.timefmt import parse_date_or_rfc3339
 from app.vocabulary import DECISION_ID_PATTERN
 
 
-def _when(text: str) -> Any:
+def when(text: str) -> Any:
     """``YYYY-MM-DD`` (midnight UTC) or RFC 3339 with an offset, as ``toolgate audit`` reads them."""
     try:
         return parse_date_or_rfc3339(text)
@@ -58,7 +59,8 @@ def _diff(args: argparse.Namespace) -> int:
 
     settings = load_settings()
     try:
-        evaluator = BundleEvaluator(read_policy(args.candidate), settings.decision_path)
+        tenant_data = Path(args.tenant_data) if args.tenant_data else None
+        evaluator = BundleEvaluator(read_policy(args.candidate, tenant_data_dir=tenant_data), settings.decision_path)
     except PolicyLoadError as exc:
         return _fail("diff", f"the candidate does not load: {exc}", 2)
     query = DecisionQuery(tenant=args.tenant, tool=args.tool, since=args.since, until=args.until)
@@ -156,8 +158,10 @@ def add_rollout_commands(policy_sub: Any) -> None:
         "diff", help="re-evaluate the recorded decide calls under a candidate policy and report what would flip"
     )
     diff.add_argument("--candidate", required=True, help="candidate policy directory, bundle tarball or bundle URL")
-    diff.add_argument("--since", type=_when, help="inclusive: YYYY-MM-DD or RFC 3339")
-    diff.add_argument("--until", type=_when, help="exclusive: YYYY-MM-DD or RFC 3339")
+    diff.add_argument("--tenant-data", metavar="DIR",
+                      help="tenant data laid over a candidate directory (as TOOLGATE_TENANT_DATA_DIR is)")
+    diff.add_argument("--since", type=when, help="inclusive: YYYY-MM-DD or RFC 3339")
+    diff.add_argument("--until", type=when, help="exclusive: YYYY-MM-DD or RFC 3339")
     diff.add_argument("--tenant")
     diff.add_argument("--tool", help="the tool as records name it (namespace/name in a namespace)")
     diff.add_argument("--json", action="store_true", help="print one JSON document")

@@ -106,13 +106,40 @@ def _read_key(key: str) -> str:
         raise BundleSignatureError(f"cannot read key file {key}: {exc.strerror}") from None
 
 
+def key_algorithm(pem: str) -> str | None:
+    """The signing algorithm a PEM private key is for: RSA ``RS256``, EC by its curve
+    (``ES256``, ``ES384``, ``ES512``), Ed25519 ``EdDSA``; None for anything else (not PEM, an
+    encrypted or unknown key)."""
+    from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    try:
+        key = load_pem_private_key(pem.encode(), password=None)
+    except (ValueError, TypeError):
+        return None
+    if isinstance(key, rsa.RSAPrivateKey):
+        return "RS256"
+    if isinstance(key, ed25519.Ed25519PrivateKey):
+        return "EdDSA"
+    if isinstance(key, ec.EllipticCurvePrivateKey):
+        return {"secp256r1": "ES256", "secp384r1": "ES384", "secp521r1": "ES512"}.get(key.curve.name)
+    return None
+
+
 def sign(
-    bundle: PolicyBundle, signing_key: str, *, algorithm: str = "RS256", key_id: str = DEFAULT_KEY_ID,
+    bundle: PolicyBundle, signing_key: str, *, algorithm: str | None = None, key_id: str = DEFAULT_KEY_ID,
     scope: str | None = None,
 ) -> bytes:
     """The ``.signatures.json`` for every file of ``bundle``. ``signing_key``: PEM text or a PEM
-    file path (an HS256 secret as text). Raises ``BundleSignatureError`` for an unusable key or
-    algorithm."""
+    file path (an HS256 secret as text, with ``algorithm="HS256"``). ``algorithm`` None: the one
+    the key is for (``key_algorithm``). Raises ``BundleSignatureError`` for an unusable key or
+    algorithm, naming the ``--signing-alg`` the key needs when it can tell."""
+    if algorithm is None:
+        algorithm = key_algorithm(_read_key(signing_key))
+        if algorithm is None:
+            raise BundleSignatureError(
+                "cannot tell the signing algorithm from this key (not an unencrypted PEM RSA, EC or Ed25519 private "
+                "key): pass --signing-alg (HS256 for a shared secret)")
     if algorithm not in SIGNING_ALGORITHMS:
         raise BundleSignatureError(f"unsupported signing algorithm {algorithm}; one of {', '.join(SIGNING_ALGORITHMS)}")
     files = [{"name": rel, "hash": file_hash(rel, raw), "algorithm": HASH_ALGORITHM} for rel, raw in sorted(bundle.files.items())]
@@ -123,7 +150,9 @@ def sign(
     try:
         token = jwt.encode(payload, key, algorithm=algorithm, headers={"kid": key_id})
     except (ValueError, TypeError, jwt.PyJWTError) as exc:
-        raise BundleSignatureError(f"cannot sign with this key and {algorithm}: {type(exc).__name__}") from None
+        fits = key_algorithm(key) if isinstance(key, str) else None
+        hint = f"; this key signs with {fits}: pass --signing-alg {fits} or leave it out" if fits else ""
+        raise BundleSignatureError(f"cannot sign with this key and {algorithm}: {type(exc).__name__}{hint}") from None
     return json.dumps({"signatures": [token]}, indent=2).encode()
 
 

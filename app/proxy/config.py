@@ -14,7 +14,10 @@ What it does and why:
   The error bodies are internal locations reached by URI, not named ones: nginx cannot redirect
   a request whose request line it could not parse (``%00`` in the path) to a named location and
   would answer its own HTML 500. A request URI longer than ``MAX_REQUEST_URI`` is refused here
-  (431) because gunicorn would refuse its request line with an HTML 414.
+  with the structured 414 because gunicorn would refuse its request line with an HTML 414.
+- The client's ``Host`` header goes upstream as it came (``$http_host``, port included), so the
+  URLs the gateway builds from it (the console's trailing-slash redirect, the AuthZEN metadata)
+  point at the address the client used, not at port 80.
 - nginx never retries a request on the upstream (``proxy_next_upstream off``): a decide call
   may reserve an idempotency key, and only the caller decides to retry.
 - Access logs are off (the gateway logs every request with its id); ``X-Forwarded-For`` and
@@ -32,6 +35,7 @@ from app.settings import Settings
 _ERRORS = {
     "bad_request": (400, "VALIDATION_ERROR", "request is not valid", False),
     "too_large": (413, "VALIDATION_ERROR", "request body is too large", False),
+    "uri_too_long": (414, "VALIDATION_ERROR", "request URI is too long", False),
     "headers_too_large": (431, "VALIDATION_ERROR", "request headers are too large", False),
     "unavailable": (503, "DEPENDENCY_UNAVAILABLE", "a dependency is unavailable; retry later", True),
     "not_found": (404, "NOT_FOUND", "no such endpoint", False),
@@ -147,7 +151,8 @@ http {{
         error_page 404 = {ERROR_PREFIX}not_found;
         error_page 405 = {ERROR_PREFIX}method_not_allowed;
         error_page 413 = {ERROR_PREFIX}too_large;
-        error_page 414 431 494 = {ERROR_PREFIX}headers_too_large;
+        error_page 414 = {ERROR_PREFIX}uri_too_long;
+        error_page 431 494 = {ERROR_PREFIX}headers_too_large;
         error_page 502 503 504 = {ERROR_PREFIX}unavailable;
 
         location / {{
@@ -156,7 +161,7 @@ http {{
             }}
             proxy_pass http://toolgate;
             proxy_set_header Connection "";
-            proxy_set_header Host $host;
+            proxy_set_header Host $http_host;
             proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
             proxy_set_header X-Forwarded-Proto $scheme;
             proxy_connect_timeout 2s;

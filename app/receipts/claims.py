@@ -3,13 +3,18 @@
     {"decision_id": ULID, "time": RFC 3339 UTC (microseconds), "iat": Unix seconds,
      "tenant", "subject", "tool", "version",
      "input_fingerprint": 64 hex | null      (app.fingerprint, as in the decision record),
+     "shown_input_fingerprint": 64 hex | null (app.fingerprint of the response's ``input``:
+                                              the input with its sensitive members redacted),
      "decision": "allow" | "deny" | "user-approval",
+     "reasons": [str]                         (the response's ``reasons``),
      "matched_rules": [{"id", "effect", "message"}]   (only when the policy reports them),
      "policy_revision",
      "grant_id": the approval id of the grant this call used | null}
 
-Every member but ``matched_rules`` is always present. The same facts are in the decision
-record ``decision_id`` names, so a receipt can also be checked against the log.
+Every member but ``matched_rules`` is always present (``shown_input_fingerprint`` and
+``reasons`` in receipts signed since they were added; older ones bind neither). The same facts
+are in the decision record ``decision_id`` names, so a receipt can also be checked against the
+log, and a decide response against its receipt (``toolgate receipt verify``).
 """
 
 from __future__ import annotations
@@ -39,7 +44,9 @@ class ReceiptClaims(BaseModel):
     tool: str
     version: str
     input_fingerprint: str | None = Field(pattern=r"^[0-9a-f]{64}$")
+    shown_input_fingerprint: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     decision: DecisionWord
+    reasons: list[str] | None = None
     matched_rules: list[dict[str, Any]] | None = None
     policy_revision: str
     grant_id: str | None

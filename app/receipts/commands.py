@@ -4,8 +4,8 @@
 
 FILE (default ``-``, standard input) holds a receipt: the compact JWS itself, or a whole decide
 response (a JSON object with a ``receipt`` member), in which case the response's
-``decision_id``, ``decision``, ``policy_revision`` and ``tool`` must also agree with the
-signed claims. ``--keys`` is a key document with the receipt keys in ``keys`` (the gateway's
+``decision_id``, ``decision``, ``policy_revision``, ``tool``, ``reasons`` and ``input`` (by its
+fingerprint) must also agree with the signed claims. ``--keys`` is a key document with the receipt keys in ``keys`` (the gateway's
 ``/.well-known/toolgate-keys``, a saved copy of it, or any JWK Set); nothing else is needed,
 no settings, no gateway, no database.
 
@@ -21,6 +21,8 @@ import json
 import sys
 from typing import Any
 
+from app.errors import ValidationFailed
+from app.fingerprint import fingerprint
 from app.receipts.claims import ReceiptClaims
 from app.receipts.keys import MAX_KEY_DOCUMENT_BYTES, KeySetError, PublicKeys, read_key_document
 from app.receipts.verify import ReceiptInvalid, VerifiedReceipt, verify_receipt
@@ -61,14 +63,29 @@ def _response_mismatches(response: dict[str, Any], claims: ReceiptClaims) -> lis
     """The members of a decide response that say otherwise than its receipt."""
     shown_tool = response.get("tool")
     tool: dict[str, Any] = shown_tool if isinstance(shown_tool, dict) else {}
-    expected = {
+    expected: dict[str, tuple[Any, Any]] = {
         "decision_id": (response.get("decision_id"), claims.decision_id),
         "decision": (response.get("decision"), claims.decision),
         "policy_revision": (response.get("policy_revision"), claims.policy_revision),
         "tool.name": (tool.get("name"), claims.tool),
         "tool.version": (tool.get("version"), claims.version),
     }
+    if claims.reasons is not None:
+        expected["reasons"] = (response.get("reasons"), claims.reasons)
+    if claims.shown_input_fingerprint is not None:
+        expected["input"] = (_shown_fingerprint(response.get("input"), claims), claims.shown_input_fingerprint)
     return [name for name, (shown, signed) in expected.items() if shown != signed]
+
+
+def _shown_fingerprint(shown_input: Any, claims: ReceiptClaims) -> str | None:
+    """The fingerprint of a response's ``input`` under the receipt's tenant, subject and tool
+    (None when it is no object or has no RFC 8785 form)."""
+    if not isinstance(shown_input, dict):
+        return None
+    try:
+        return fingerprint(claims.tenant, claims.subject, claims.tool, claims.version, shown_input)
+    except ValidationFailed:
+        return None
 
 
 def _text(verified: VerifiedReceipt) -> str:

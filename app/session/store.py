@@ -66,14 +66,17 @@ class SessionStore:
         #: ``TOOLGATE_RATE_LIMIT_PER_SUBJECT``, applied to every decided call (None: unset).
         self.default_rate_limit = settings_rate_limit(settings.rate_limit_per_subject)
 
-    def snapshot(self, keys: SubjectKeys, conversation: str | None, *, own_key: str | None = None) -> Snapshot:
+    def snapshot(
+        self, keys: SubjectKeys, conversation: str | None, *, own_key: str | None = None, with_recent: bool = True
+    ) -> Snapshot:
         """The subject's events within the retention window, newest first; ``own_key`` (the
-        call's key digest) leaves the call's own earlier attempts out of the counts."""
+        call's key digest) leaves the call's own earlier attempts out of the counts; the
+        arguments of the recent calls are read only ``with_recent``."""
         now = now_ms()
         timeline, events, outcomes, args, _ = keys.events
         flat, found, reports, kept = self.redis.eval(
             "session snapshot", scripts.SNAPSHOT, [timeline, events, outcomes, args],
-            [now - self.retention_s * 1000, self.max_events, self.recent],
+            [now - self.retention_s * 1000, self.max_events, self.recent if with_recent else 0],
         )
         stored = parse(flat, found, reports, kept)
         truncated = len(flat) // 2 > self.max_events

@@ -9,11 +9,13 @@ counterparties are over executed calls; ``denied`` counts denies; ``labels`` and
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from app.session.events import Event, Outcome
+from app.session.reads import EVERYTHING, Reads
 from app.timefmt import rfc3339_ms
 
 
@@ -81,18 +83,22 @@ class _Aggregate:
             self.labels.update(outcome.labels)
             self.trusted.update(outcome.trusted_counterparties)
 
-    def as_input(self) -> dict[str, Any]:
-        return {
-            "calls": self.calls,
-            "denied": self.denied,
-            "amounts": {name: {tool: {p: _number(v) for p, v in sums.items()} for tool, sums in per_tool.items()}
-                        for name, per_tool in self.amounts.items()},
-            "counterparties": {name: sorted(values) for name, values in self.parties.items()},
-            "approved_tools": sorted(self.approved),
-            "resources": {"read": sorted(self.read), "written": sorted(self.written)},
-            "labels": sorted(self.labels),
-            "trusted_counterparties": sorted(self.trusted),
+    def as_input(self, wanted: Callable[[str], bool]) -> dict[str, Any]:
+        """The members whose name ``wanted`` accepts."""
+        members: dict[str, Callable[[], Any]] = {
+            "calls": lambda: self.calls,
+            "denied": lambda: self.denied,
+            "amounts": lambda: {
+                name: {tool: {p: _number(v) for p, v in sums.items()} for tool, sums in per_tool.items()}
+                for name, per_tool in self.amounts.items()
+            },
+            "counterparties": lambda: {name: sorted(values) for name, values in self.parties.items()},
+            "approved_tools": lambda: sorted(self.approved),
+            "resources": lambda: {"read": sorted(self.read), "written": sorted(self.written)},
+            "labels": lambda: sorted(self.labels),
+            "trusted_counterparties": lambda: sorted(self.trusted),
         }
+        return {name: build() for name, build in members.items() if wanted(name)}
 
 
 def _number(value: float) -> int | float:
@@ -138,24 +144,34 @@ class Snapshot:
             return self.events
         return [e for e in self.events if e.event.key != self.own_key]
 
-    def as_input(self) -> dict[str, Any]:
-        """``input.session``: one pass over the events for both scopes."""
+    def as_input(self, reads: Reads = EVERYTHING) -> dict[str, Any]:
+        """``input.session``, the members ``reads`` wants only: one pass over the events for
+        the scopes it wants."""
         windows = {window_name(seconds): seconds for seconds in self.windows_s}
         limits_ms = [(name, seconds * 1000) for name, seconds in windows.items()]
+        scopes = [scope for scope in ("conversation", "subject") if reads.wants(f"session.{scope}")]
         subject, conversation = _Aggregate(windows), _Aggregate(windows)
-        for stored in self._earlier():
-            age_ms = self.now_ms - stored.time_ms
-            inside = [name for name, limit_ms in limits_ms if age_ms < limit_ms]
-            subject.add(stored, inside)
-            if stored.event.conversation == self.conversation:
-                conversation.add(stored, inside)
-        return {
-            "windows": windows,
-            "conversation": {"id": self.conversation, **conversation.as_input()},
-            "subject": subject.as_input(),
-            "recent": [_recent(e) for e in self.events[: self.recent]],
-            "truncated": self.truncated,
-        }
+        if scopes:
+            for stored in self._earlier():
+                age_ms = self.now_ms - stored.time_ms
+                inside = [name for name, limit_ms in limits_ms if age_ms < limit_ms]
+                subject.add(stored, inside)
+                if stored.event.conversation == self.conversation:
+                    conversation.add(stored, inside)
+        session: dict[str, Any] = {}
+        if reads.wants("session.windows"):
+            session["windows"] = windows
+        if "conversation" in scopes:
+            session["conversation"] = {
+                "id": self.conversation, **conversation.as_input(lambda m: reads.wants(f"session.conversation.{m}")),
+            }
+        if "subject" in scopes:
+            session["subject"] = subject.as_input(lambda m: reads.wants(f"session.subject.{m}"))
+        if reads.wants("session.recent"):
+            session["recent"] = [_recent(e) for e in self.events[: self.recent]]
+        if reads.wants("session.truncated"):
+            session["truncated"] = self.truncated
+        return session
 
     def history(self) -> dict[str, Any]:
         """``input.history`` (DESIGN §3): the executed calls per tool of this conversation over

@@ -1,13 +1,19 @@
 """AuthZEN Authorization API 1.0 (``app.decide.authzen``): ``POST /access/v1/evaluation``,
-``POST /access/v1/evaluations`` and the PDP metadata at ``/.well-known/authzen-configuration``."""
+``POST /access/v1/evaluations`` and the PDP metadata at ``/.well-known/authzen-configuration``.
+
+``X-Request-ID`` (AuthZEN §10.1.3): the PEP's value comes back as sent when it is a safe
+header value (1-128 visible ASCII characters); any other value is refused with 400 rather than
+replaced, so that a PEP never matches an answer to the wrong request."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, g, jsonify, request
 
 from app.decide.authzen import Evaluator
+from app.errors import ValidationFailed
 from app.models import Subject
 from app.web.auth import require_subject
 from app.web.body import request_body
@@ -16,8 +22,27 @@ from app.web.requests import request_id, traceparent
 
 bp = Blueprint("authzen", __name__)
 
+#: An ``X-Request-ID`` echoed as sent: visible ASCII (no spaces, no control characters), bounded.
+SAFE_REQUEST_ID = re.compile(r"^[\x21-\x7e]{1,128}$")
+
 EVALUATION_PATH = "/access/v1/evaluation"
 EVALUATIONS_PATH = "/access/v1/evaluations"
+
+
+@bp.before_request
+def _echo_request_id() -> None:
+    """Use the PEP's ``X-Request-ID`` as this request's id. Raises ``ValidationFailed`` (400)
+    for a value that is not a safe header value."""
+    supplied = request.headers.get("X-Request-Id")
+    if supplied is None:
+        return
+    if not SAFE_REQUEST_ID.match(supplied):
+        raise ValidationFailed(
+            "X-Request-ID must be 1-128 visible ASCII characters",
+            http_status=400,
+            details={"problems": [{"path": "/headers/X-Request-ID", "message": "1-128 visible ASCII characters"}]},
+        )
+    g.request_id = supplied
 
 
 def _evaluator(subject: Subject) -> Evaluator:
@@ -31,9 +56,10 @@ def _evaluator(subject: Subject) -> Evaluator:
 def evaluation(subject: Subject) -> Response:
     """One access evaluation: body ``{subject, action, resource, context?}``, answer
     ``{"decision": bool, "context": {decision_id, toolgate_decision, reasons, reason?}}``.
-    Headers: ``Authorization: Bearer <JWT>`` (the subject of the evaluation), ``X-Request-Id``
-    (echoed). Errors (DESIGN §7 bodies): 400 malformed or incomplete request, 401, 403 a subject
-    other than the caller, 422 input that fails the tool's contract, 503."""
+    Headers: ``Authorization: Bearer <JWT>`` (the subject of the evaluation, or a PEP's
+    credential), ``X-Request-ID`` (echoed as sent). Errors (DESIGN §7 bodies): 400 malformed or
+    incomplete request or an unsafe ``X-Request-ID``, 401, 403 a subject other than the caller
+    (without the PEP role), 422 input that fails the tool's contract, 503."""
     return jsonify(_evaluator(subject).evaluation(request_body()))
 
 

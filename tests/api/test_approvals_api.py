@@ -111,6 +111,28 @@ def test_a_retry_of_the_approved_attempt_gets_the_replay_not_a_deny(client):
     assert_denied(decide(client, presented, key="pay-twice"), USED)
 
 
+def test_a_retry_without_the_grant_after_the_approved_run_replays_and_opens_no_approval(client):
+    """Issue 24: a settled call stays settled. The requester lost the grant (a new process);
+    its retry, same key and input, another tool call id, gets the stored result of the approved
+    run instead of a new approval in the approvers' inbox."""
+    body = payment(1500)
+    approval_id, grant = approve(client, body)
+    assert decide(client, with_grant(body, approval_id, grant), key="pay-settled")["idempotency"]["state"] == "reserved"
+    done = client.post("/v1/executions/pay-settled/complete", json={"result": {"payment_id": "p-1"}}, headers=auth(*ADMIN))
+    assert done.status_code == 200, done.get_json()
+    for retry in (body, {**body, "tool_call_id": "call-regenerated"}):
+        replay = decide(client, retry, key="pay-settled")
+        assert (replay["decision"], replay["ai_sdk_status"]) == ("allow", "not-applicable"), replay
+        assert replay["reasons"] == ["this call already ran under its idempotency key: its stored outcome is replayed"]
+        assert replay["idempotency"]["state"] == "replayed"
+        assert replay["idempotency"]["result"] == {"payment_id": "p-1"}
+        assert "approval" not in replay
+    assert client.get("/v1/approvals?state=pending", headers=auth(*APPROVER)).get_json()["approvals"] == []
+    # The policy still has the last word: a deny is not turned into a replay.
+    denied = decide(client, body, identity=("u-admin", "acme", ["support_agent"]), key="pay-settled")
+    assert denied["decision"] == "deny"
+
+
 def test_plain_allow_is_not_applicable(client):
     data = decide(client, payment(10))
     assert (data["decision"], data["ai_sdk_status"]) == ("allow", "not-applicable")

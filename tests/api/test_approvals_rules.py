@@ -358,6 +358,20 @@ def test_a_requester_holds_at_most_the_cap_of_pending_approvals(gateway):
     assert gw.ask(pay(1700), ("u-other", "acme", ["admin"]))  # another requester is not capped
 
 
+def test_a_tenant_holds_at_most_its_cap_of_pending_approvals(gateway):
+    """Many requesters, each under her own cap, cannot bury the tenant's inbox; another tenant
+    is not capped by it, and an answered approval frees its place."""
+    gw = gateway(approval_max_pending_per_subject=2, approval_max_pending_per_tenant=3)
+    asked = [gw.ask(pay(1500 + n), (f"u-{n}", "acme", ["admin"])) for n in range(3)]
+    capped = gw.decide(pay(1700), ("u-9", "acme", ["admin"]))
+    error = assert_error(capped, 429, "RATE_LIMITED", retryable=True)
+    assert error["message"] == "too many pending approvals for this tenant"
+    assert 1 <= int(capped.headers["Retry-After"]) <= 900
+    assert gw.ask(pay(1700), ("u-9", "globex", ["admin"]))
+    assert gw.answer(asked[0]).status_code == 200
+    assert gw.ask(pay(1700), ("u-9", "acme", ["admin"]))
+
+
 def test_the_inbox_is_oldest_first_in_cursor_pages(gateway):
     gw = gateway()
     ids = []

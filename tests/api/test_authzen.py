@@ -153,3 +153,87 @@ def test_the_pdp_metadata_names_the_endpoints(client, make_app) -> None:
     }
     pinned = make_app(authzen_pdp_url="https://pdp.toolgate.test").test_client()
     assert pinned.get("/.well-known/authzen-configuration").get_json()["policy_decision_point"] == "https://pdp.toolgate.test"
+
+
+# --- PEP credentials, X-Request-ID and the decision context (issue 24) ---------------------
+
+PEP = "pep-gateway"
+
+
+@pytest.fixture
+def pep_app(make_app):
+    return make_app(policy_dir=POLICIES, contracts_dir=CONTRACTS, authzen_pep_role="authzen_pep")
+
+
+def pep(**kw):
+    return auth(PEP, roles=["authzen_pep"], **kw)
+
+
+def test_a_pep_credential_asks_about_any_subject_of_its_tenant(pep_app) -> None:
+    client = pep_app.test_client()
+    bob = {**EVALUATION, "subject": {"type": "user", "id": "bob@example.com"}}
+    assert client.post("/access/v1/evaluation", json=bob, headers=pep()).get_json()["decision"] is False
+    body = client.post("/access/v1/evaluations", json={**THREE_DOCUMENTS, "subject": {"type": "user", "id": "bob"}},
+                       headers=pep()).get_json()
+    # The test policy grants by role; an asserted subject has none of its own: closed.
+    assert decisions(body) == [False, False, False]
+    records = client.get("/v1/decisions?event=decide_dry_run", headers=auth("aud-1", roles=["auditor"])).get_json()["records"]
+    assert {(r["subject_id"], r["tenant"]) for r in records} == {("bob@example.com", "acme"), ("bob", "acme")}
+    assert {r["policy_input"]["subject"]["asserted_by"] for r in records} == {PEP}
+    assert {tuple(r["policy_input"]["subject"]["roles"]) for r in records} == {()}
+
+
+def test_an_end_user_token_still_asks_about_itself_only(pep_app) -> None:
+    other = {**EVALUATION, "subject": {"type": "user", "id": "bob@example.com"}}
+    response = pep_app.test_client().post("/access/v1/evaluation", json=other, headers=reader())
+    assert_error(response, 403, "FORBIDDEN", retryable=False)
+
+
+def test_a_pep_asking_about_itself_is_decided_as_itself(pep_app) -> None:
+    own = {**EVALUATION, "subject": {"type": "service", "id": PEP}}
+    pep_app.test_client().post("/access/v1/evaluation", json=own, headers=pep())
+    [record] = pep_app.test_client().get("/v1/decisions?event=decide_dry_run",
+                                         headers=auth("aud-1", roles=["auditor"])).get_json()["records"]
+    assert record["subject_id"] == PEP and "asserted_by" not in record["policy_input"]["subject"]
+
+
+def test_an_asserted_subject_id_that_is_not_printable_is_a_bad_request(pep_app) -> None:
+    body = {**EVALUATION, "subject": {"type": "user", "id": "bob\nadmin"}}
+    response = pep_app.test_client().post("/access/v1/evaluation", json=body, headers=pep())
+    assert_error(response, 400, "VALIDATION_ERROR", retryable=False, path=["/subject/id"])
+
+
+def test_without_the_pep_setting_the_role_gives_no_right_to_assert(client) -> None:
+    other = {**EVALUATION, "subject": {"type": "user", "id": "bob@example.com"}}
+    assert_error(client.post("/access/v1/evaluation", json=other, headers=pep()), 403, "FORBIDDEN", retryable=False)
+
+
+@pytest.mark.parametrize("request_id", ["req/42+AbC==", "{\"x\":1}", "a" * 128, "~!@#$%^&*()"])
+def test_a_safe_request_id_comes_back_as_sent(client, request_id) -> None:
+    response = client.post("/access/v1/evaluation", json=EVALUATION, headers={**reader(), "X-Request-ID": request_id})
+    assert response.status_code == 200 and response.headers["X-Request-Id"] == request_id
+
+
+@pytest.mark.parametrize("request_id", ["two words", "a" * 129, "caf\u00e9", "tab\there"])
+def test_an_unsafe_request_id_is_refused_not_replaced(client, request_id) -> None:
+    response = client.post("/access/v1/evaluations", json=THREE_DOCUMENTS,
+                           headers={**reader(), "X-Request-ID": request_id.encode().decode("latin-1")})
+    assert_error(response, 400, "VALIDATION_ERROR", retryable=False, path=["/headers/X-Request-ID"])
+    assert response.headers["X-Request-Id"] != request_id
+
+
+def test_options_include_context_false_answers_the_decision_alone(client) -> None:
+    body = client.post("/access/v1/evaluations", json={**THREE_DOCUMENTS, "options": {"include_context": False}},
+                       headers=reader()).get_json()
+    assert body == {"evaluations": [{"decision": True}, {"decision": False}, {"decision": True}]}
+    single = client.post("/access/v1/evaluation", json={**EVALUATION, "options": {"include_context": False}}, headers=reader())
+    assert single.get_json() == {"decision": True}
+
+
+def test_the_setting_drops_context_and_a_request_may_ask_for_it_back(make_app) -> None:
+    client = make_app(policy_dir=POLICIES, contracts_dir=CONTRACTS, authzen_decision_context=False).test_client()
+    refused = {"evaluations": [{**EVALUATION, "subject": {"type": "user", "id": "bob@example.com"}}]}
+    assert client.post("/access/v1/evaluations", json=refused, headers=reader()).get_json() == {"evaluations": [{"decision": False}]}
+    assert client.post("/access/v1/evaluation", json=EVALUATION, headers=reader()).get_json() == {"decision": True}
+    asked = client.post("/access/v1/evaluation", json={**EVALUATION, "options": {"include_context": True}}, headers=reader())
+    assert asked.get_json()["context"]["toolgate_decision"] == "allow"

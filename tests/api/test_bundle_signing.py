@@ -15,7 +15,7 @@ import tarfile
 
 import pytest
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 
 from app.policy.bundle import build_tarball, read_directory, read_tarball, with_manifest
 from app.policy.signing import BundleSignatureError, BundleVerifier, file_hash, sign
@@ -93,6 +93,34 @@ def test_toolgate_verifies_a_bundle_signed_by_opa(keys, policies, tmp_path, alg,
     assert "signature verified" in verified.stdout
     verifier = BundleVerifier(public.read_text(), algorithm=alg)
     verifier.verify(read_tarball(bundle.read_bytes(), source="opa"))
+
+
+@pytest.mark.parametrize("curve_or_kind,alg", [("ed25519", "EdDSA"), ("p384", "ES384"), ("rsa", "RS256")])
+def test_policy_build_signs_with_the_algorithm_of_the_key(keys, policies, tmp_path, curve_or_kind, alg):
+    """The signing-key recipe of docs/opa.md for each kind of key: no --signing-alg needed."""
+    private = {"ed25519": ed25519.Ed25519PrivateKey.generate(), "p384": ec.generate_private_key(ec.SECP384R1()),
+               "rsa": rsa.generate_private_key(65537, 2048)}[curve_or_kind]
+    (tmp_path / "key.pem").write_text(_pem(private, public=False))
+    (tmp_path / "key.pub.pem").write_text(_pem(private, public=True))
+    bundle = tmp_path / "signed.tar.gz"
+    built = _toolgate("policy", "build", str(policies), "-o", str(bundle), "--signing-key", str(tmp_path / "key.pem"))
+    assert built.returncode == 0, built.stderr
+    verified = _toolgate("policy", "verify", str(bundle), "--verification-key", str(tmp_path / "key.pub.pem"),
+                         "--verification-alg", alg)
+    assert verified.returncode == 0, verified.stderr
+
+
+def test_a_key_that_does_not_fit_the_algorithm_names_the_flag(policies, tmp_path):
+    (tmp_path / "ed.pem").write_text(_pem(ed25519.Ed25519PrivateKey.generate(), public=False))
+    out = tmp_path / "signed.tar.gz"
+    built = _toolgate("policy", "build", str(policies), "-o", str(out), "--signing-key", str(tmp_path / "ed.pem"),
+                      "--signing-alg", "RS256")
+    assert built.returncode != 0
+    assert "cannot sign with this key and RS256" in built.stderr
+    assert "this key signs with EdDSA: pass --signing-alg EdDSA or leave it out" in built.stderr
+    (tmp_path / "secret.txt").write_text("not a PEM key")
+    built = _toolgate("policy", "build", str(policies), "-o", str(out), "--signing-key", str(tmp_path / "secret.txt"))
+    assert built.returncode != 0 and "pass --signing-alg (HS256 for a shared secret)" in built.stderr
 
 
 def test_opa_refuses_what_toolgate_refuses(keys, policies, tmp_path):
@@ -204,7 +232,8 @@ def test_production_without_a_verification_key_warns_loudly(tmp_path):
 
     env = {**os.environ, "TOOLGATE_ENV": "production", "TOOLGATE_JWT_HS256_SECRET": "p" * 40,
            "TOOLGATE_JWT_ISSUER": "https://idp.example", "TOOLGATE_JWT_AUDIENCE": "toolgate-prod",
-           "TOOLGATE_AUDIT_KEY_HASH_SECRET": "q" * 40, "TOOLGATE_APPROVAL_KEYS": "k1:" + "s" * 40}
+           "TOOLGATE_AUDIT_KEY_HASH_SECRET": "q" * 40, "TOOLGATE_APPROVAL_KEYS": "k1:" + "s" * 40,
+           "TOOLGATE_AUTHZEN_PDP_URL": "https://toolgate.example"}
     done = subprocess.run([sys.executable, "-m", "app.policy.preflight"], env=env, capture_output=True, text=True,
                           timeout=60, check=False)
     assert done.returncode == 0

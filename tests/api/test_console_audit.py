@@ -47,3 +47,22 @@ def test_the_charts_count_denials_by_rule_id(make_app):
     for rule_id in rule_ids:
         assert f"<title>{rule_id}</title>" in tops
     assert tops.count('class="count">3<') == len(rule_ids)
+
+
+def test_every_console_response_carries_the_security_headers(make_app):
+    """Pages, redirects, errors and URLs no view matches (404, 405) alike: a console error page
+    framed or sniffed is as useful to an attacker as any other page."""
+    client = make_app(console_dev_sign_in=True, console_secure_cookies=False).test_client()
+    responses = {
+        "sign-in": client.get("/console/sign-in"),
+        "redirect": client.get("/console/inbox"),
+        "404": client.get("/console/no-such-page"),
+        "405": client.delete("/console/sign-in"),
+        "403": client.post("/console/sign-in/dev", data={"login_token": "wrong", "subject": "u-a", "tenant": "acme"}),
+    }
+    assert [response.status_code for response in responses.values()] == [200, 302, 404, 405, 403]
+    for name, response in responses.items():
+        assert "frame-ancestors 'none'" in response.headers.get("Content-Security-Policy", ""), name
+        assert response.headers.get("X-Frame-Options") == "DENY", name
+        assert response.headers.get("X-Content-Type-Options") == "nosniff", name
+    assert "Content-Security-Policy" not in client.get("/healthz").headers

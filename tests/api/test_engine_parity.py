@@ -108,3 +108,17 @@ def test_banking_replay_through_real_gateways_is_identical_under_both_engines(re
         outputs[engine] = done.stdout
     assert outputs["embedded"] == outputs["opa"]
     assert "errors               0" in outputs["opa"] and "total               45" in outputs["opa"]
+
+
+def test_both_engines_answer_the_same_session_reads(make_app, real_opa):
+    """``data.toolgate.session_reads`` through the sidecar's ``evaluate_document`` and in process:
+    the same members, named by the same revision."""
+    embedded = make_app().extensions["toolgate"].session_reads
+    sidecar = make_app(engine="opa", opa_url=real_opa.url, opa_read_timeout_ms=2000).extensions["toolgate"].session_reads
+    revision = read_directory(POLICY_DIR).revision
+    for name in ("exportReport", "processPayment", "deleteFile", "send_money"):
+        tool = {"name": name, "version": "1", "registered": True}
+        assert embedded.of_tool(tool) == sidecar.of_tool(tool)
+        assert embedded.of_tool(tool).revision == revision
+    assert sidecar.of_tool({"name": "deleteFile", "version": "1"}).members == {
+        "session.conversation.calls", "session.subject.calls", "session.windows"}

@@ -186,6 +186,29 @@ def test_receipts_verify_offline_with_only_the_public_key(client, receipt_key, t
     assert unusable.returncode == 2 and "cannot be read" in unusable.stderr
 
 
+def test_a_response_whose_input_or_reasons_were_swapped_does_not_verify(client, tmp_path):
+    """The receipt binds what the response shows: a 5 EUR payment's response relabelled as
+    150,000 EUR, or given another decision's reasons, is refused (the 150,000 EUR payment
+    itself would have needed approval)."""
+    small = decide(client, payment(5))
+    assert small["decision"] == "allow"
+    denied = client.post("/v1/decide", json=decide_body("readFile", {"path": "/etc/shadow"}), headers=auth(**AGENT)).get_json()
+    (tmp_path / "keys.json").write_text(json.dumps(client.get("/.well-known/toolgate-keys").get_json()))
+    swapped = {
+        "honest.json": small,
+        "input.json": {**small, "input": {**small["input"], "amount": 150000}},
+        "reasons.json": {**denied, "reasons": ["a readable path under a read root"]},
+        "no-input.json": {key: value for key, value in small.items() if key != "input"},
+    }
+    for name, response in swapped.items():
+        (tmp_path / name).write_text(json.dumps(response))
+    results = {name: _offline_verify(name, "--keys", "keys.json", cwd=tmp_path) for name in swapped}
+    assert results["honest.json"].returncode == 0, results["honest.json"].stdout
+    assert results["input.json"].returncode == 1 and "does not match its receipt (input)" in results["input.json"].stdout
+    assert results["reasons.json"].returncode == 1 and "does not match its receipt (reasons)" in results["reasons.json"].stdout
+    assert results["no-input.json"].returncode == 1 and "(input)" in results["no-input.json"].stdout
+
+
 def test_a_rotated_key_still_verifies_what_it_signed(make_app, tmp_path):
     old, new = Ed25519PrivateKey.generate(), Ed25519PrivateKey.generate()
     (tmp_path / "old.pem").write_bytes(private_key_pem(old))

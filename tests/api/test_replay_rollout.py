@@ -84,6 +84,7 @@ def production_gateway(tmp_path_factory, redis_server, jwks_server):
     workdir = tmp_path_factory.mktemp("replay-prod")
     process = GatewayProcess({
         "TOOLGATE_ENV": "production",
+        "TOOLGATE_AUTHZEN_PDP_URL": "https://toolgate.test.local",
         "TOOLGATE_JWT_ALGORITHMS": "RS256",
         "TOOLGATE_JWT_ISSUER": ISSUER,
         "TOOLGATE_JWT_AUDIENCE": AUDIENCE,

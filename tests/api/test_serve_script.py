@@ -1,12 +1,14 @@
 """scripts/serve.sh and scripts/stop.sh as an operator runs them, on free loopback ports with
 their state in a temporary SERVE_STATE_DIR: a local Redis on the port TOOLGATE_REDIS_URL
-names, the real OPA sidecar with the policies bundle (TOOLGATE_ENGINE=opa), nginx in front of
-gunicorn, pidfiles, the proxy and the sidecar stopped with the gateway, and ``serve.sh stop``
-stopping what is left."""
+names, the real OPA sidecar serving the bundle of TOOLGATE_POLICY_DIR (TOOLGATE_ENGINE=opa, a
+copy of policies/ that differs from it), nginx in front of gunicorn, pidfiles, the gateway's log
+file, the proxy and the sidecar stopped with the gateway, and ``serve.sh stop`` stopping what is
+left."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -48,6 +50,12 @@ def _ready(url: str) -> bool:
 def test_serve_with_the_opa_engine_then_stop(tmp_path):
     ports = {name: free_port() for name in ("proxy", "gateway", "redis", "opa", "bundles")}
     state = tmp_path / "state"
+    policies = tmp_path / "policies"
+    shutil.copytree(POLICY_DIR, policies)
+    with (policies / "toolgate" / "catalog.rego").open("a") as rego:
+        rego.write("\n# a copy of the shipped policies with a revision of its own\n")
+    revision = read_directory(policies).revision
+    assert revision != read_directory(POLICY_DIR).revision
     env = {
         **os.environ,
         "TOOLGATE_ENGINE": "opa",
@@ -59,6 +67,7 @@ def test_serve_with_the_opa_engine_then_stop(tmp_path):
         "TOOLGATE_LOG_LEVEL": "WARNING",
         "SERVE_BUNDLE_BIND": f"127.0.0.1:{ports['bundles']}",
         "SERVE_STATE_DIR": str(state),
+        "TOOLGATE_POLICY_DIR": str(policies),
     }
     url = f"http://127.0.0.1:{ports['proxy']}"  # the public address: nginx in front of gunicorn
     serve = subprocess.Popen(["bash", "scripts/serve.sh"], cwd=PROJECT_ROOT, env=env,
@@ -76,9 +85,11 @@ def test_serve_with_the_opa_engine_then_stop(tmp_path):
         resp = requests.post(url + "/v1/decide", headers={"Authorization": f"Bearer {token}"}, timeout=5,
                              json={"tool": "readFile", "input": {"path": "/srv/reports/q1.csv"}})
         assert resp.json()["decision"] == "allow"
-        assert resp.json()["policy_revision"] == read_directory(POLICY_DIR).revision
+        assert resp.json()["policy_revision"] == revision
         details = requests.get(url + "/readyz", timeout=5).json()["details"]["policy_engine"]
-        assert details["sidecar"]["bundle"]["active_revision"] == read_directory(POLICY_DIR).revision
+        assert details["sidecar"]["bundle"]["active_revision"] == revision
+        assert details["configured_revision"] == revision and details["serves_configured_revision"] is True
+        assert "development mode: accepting HS256 tokens" in (state / "log" / "gateway.log").read_text()
 
         os.kill(pids["gateway"], signal.SIGTERM)  # stopping the gateway stops the sidecar it started
         serve.wait(timeout=30)

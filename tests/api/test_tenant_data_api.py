@@ -142,15 +142,16 @@ def test_a_document_over_the_size_limit_is_refused(make_app, policies, tmp_path)
 
 
 @pytest.mark.parametrize(
-    ("headers", "status"),
+    ("subject", "status"),
     [
-        ({}, 401),
-        (auth("emma", TENANT, ["account_holder"]), 403),
-        (auth("ops-2", "acme", ["operator"]), 403),
+        (None, 401),
+        (("emma", TENANT, ["account_holder"]), 403),
+        (("ops-2", "acme", ["operator"]), 403),
     ],
 )
-def test_only_the_tenants_operators_read_and_push(pushable, headers, status):
+def test_only_the_tenants_operators_read_and_push(pushable, subject, status):
     client = pushable.test_client()
+    headers = auth(*subject) if subject else {}  # minted here: a token minted at collection expires
     assert client.get(URL, headers=headers).status_code == status
     assert client.put(URL, json={"allowed_domains": ["bank.example"]}, headers=headers).status_code == status
 
@@ -242,3 +243,20 @@ def test_if_match_refuses_a_push_over_data_that_changed(pushable):
     assert client.get(URL, headers=operator()).get_json()["data"] == {"allowed_domains": ["a.example"]}
     fresh = client.put(URL, json={"allowed_domains": ["b.example"]}, headers={**operator(), "If-Match": first.headers["ETag"]})
     assert fresh.status_code == 200 and fresh.get_json()["previous_version"] == first.get_json()["version"]
+
+
+def test_a_tenants_pushes_are_rate_limited_and_the_refusal_recorded(make_app, policies, tmp_path):
+    """Each push makes every worker recompile the policy: one tenant may push at most
+    TOOLGATE_TENANT_DATA_PUSH_RATE, whoever pushes; another tenant's pushes are not counted."""
+    app = make_app(policy_dir=policies, tenant_data_dir=tmp_path / "tenant-data", policy_poll_interval_s=0.2,
+                   tenant_data_push_rate="2/60s")
+    client = app.test_client()
+    data = _shipped(policies)
+    statuses = [client.put(URL, json=data, headers=auth(f"ops-{n}", TENANT, ["operator"])).status_code for n in range(3)]
+    assert statuses == [200, 200, 429]
+    refused = client.put(URL, json=data, headers=operator())
+    assert refused.get_json()["error"]["details"] == {"rate_limit": "tenant_data.push", "scope": "tenant"}
+    assert client.put("/v1/policy/tenants/acme/data", json={}, headers=auth("ops-a", "acme", ["operator"])).status_code == 200
+    app.extensions["toolgate"].decision_log.flush()
+    records = app.extensions["toolgate"].decision_reader.query(DecisionQuery(tenant=TENANT, event="tenant_data_put"), limit=10).records
+    assert sorted(r.error_code or "ok" for r in records) == ["RATE_LIMITED", "RATE_LIMITED", "ok", "ok"]

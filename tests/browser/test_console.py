@@ -163,3 +163,38 @@ def test_a_scoped_grant_chosen_in_the_inbox_is_listed_and_revoked_in_the_console
     assert "revoked" in page.locator("table.records tbody tr").first.inner_text()
     assert tool_service_decide(gateway, payment(1700), uuid.uuid4().hex)["decision"] == "user-approval"
     page.close()
+
+
+def test_the_insights_page_shows_escalations_answers_and_approved_values(gateway, browser, screenshot):
+    approver = {"Authorization": f"Bearer {token('u-approver-4', ['approver'])}"}
+    for amount, approved in ((1300, True), (1400, True), (90_000, False)):
+        approval_id = tool_service_decide(gateway, payment(amount), uuid.uuid4().hex)["approval"]["approval_id"]
+        resp = requests.post(f"{gateway.url}/v1/approvals/{approval_id}", json={"approved": approved}, headers=approver,
+                             timeout=10)
+        assert resp.status_code == 200, resp.text
+    page = browser.new_page()
+    sign_in(page, gateway, "u-auditor-2", "auditor")
+    page.goto(gateway.url + "/console/insights?tool=processPayment")
+    row = page.locator('tr.insight[data-tool="processPayment"]')  # the test policy names no rule: "-"
+    assert row.count() == 1 and row.get_attribute("data-rule") == "-"
+    # Earlier tests of this module escalated payments too: at least these three, one denied.
+    assert int(row.locator(".escalations").inner_text()) >= 3
+    assert row.locator(".denied").inner_text() != "0%"
+    assert "counterparty: acct_42" in row.locator(".values").inner_text()
+    screenshot(page, "console-insights", docs=True)
+    page.close()
+    # Without an auditor role the page is refused.
+    page = browser.new_page()
+    sign_in(page, gateway, "u-approver-4", "approver")
+    assert page.goto(gateway.url + "/console/insights").status == 403
+    page.close()
+
+
+def test_the_console_address_the_docs_give_opens_on_the_proxys_port(gateway, browser):
+    """``<proxy>/console`` (docs/approvers.md) redirects twice (the trailing slash, then the
+    inbox, then sign-in); every hop keeps the address and port the browser used."""
+    page = browser.new_page()
+    page.context.clear_cookies()
+    page.goto(gateway.url + "/console")
+    assert page.url == gateway.url + "/console/sign-in"
+    page.close()

@@ -138,9 +138,14 @@ def test_user_approval_waits_for_the_grant_and_runs_once(client_for, fresh):
     assert pending.retry(timeout_s=10) == {"payment": "pm-1"}  # same grant and key: the replay
     assert len(tool.runs) == 1
 
-    with pytest.raises(ApprovalRequired):  # without the grant the call asks again
-        pay(PAYMENT, idempotency_key=key, tool_call_id=call_id)
+    # Issue 24: a settled call stays settled. A new process retrying without the grant (and
+    # with another tool call id) gets the stored result; no approval opens for it.
+    elsewhere, regenerated = client_for("admin").guarded(tool, tool="processPayment"), fresh("call")
+    assert elsewhere(PAYMENT, idempotency_key=key, tool_call_id=regenerated) == {"payment": "pm-1"}
+    assert pay(PAYMENT, idempotency_key=key, tool_call_id=call_id) == {"payment": "pm-1"}
     assert len(tool.runs) == 1
+    pending_now = client_for("approver").list_approvals(limit=500)
+    assert [a.approval_id for a in pending_now if a.tool_call_id in (call_id, regenerated)] == []
 
 
 def test_approver_denial_becomes_a_refusal_with_the_approvers_reason(client_for, fresh):

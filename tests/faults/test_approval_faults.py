@@ -71,6 +71,7 @@ def test_redis_back_but_emptied_the_grant_is_invalid(sidecar_app, own_redis):
 def test_no_approval_keys_in_production_means_no_grants(make_app):
     client = make_app(
         env="production",
+        authzen_pdp_url="https://toolgate.test.local",
         approval_keys=None,
         jwt_issuer="https://idp.test.local",
         jwt_audience="policy-gateway",

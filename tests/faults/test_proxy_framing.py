@@ -2,8 +2,9 @@
 ``Content-Length`` headers, ``Content-Length`` with ``Transfer-Encoding``, an obsolete line
 folding of ``Transfer-Encoding``, an unknown transfer coding, ``%00`` in the path. Each gets one
 structured 400 (DESIGN §7) and nothing behind it reaches the gateway (a smuggled second request
-is never answered). A request URI too long for gunicorn's request line gets the structured 431,
-``TRACE`` the structured 405, and the proxy's own error locations cannot be requested."""
+is never answered). A request URI too long for gunicorn's request line gets the structured 414,
+``TRACE`` the structured 405, and the proxy's own error locations cannot be requested. URLs the
+gateway builds from the ``Host`` header keep the port the client used."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import socket
 from collections.abc import Iterator
 
 import pytest
+import requests
 
 from app.auth.dev_tokens import mint_dev_token
 from app.proxy.config import ERROR_PREFIX, MAX_REQUEST_URI
@@ -96,12 +98,19 @@ def test_a_nul_in_the_path_gets_the_structured_400(proxy: ProxyProcess) -> None:
     assert error == {"code": "VALIDATION_ERROR", "message": "request is not valid", "retryable": False}
 
 
-def test_a_uri_too_long_for_gunicorn_gets_the_structured_431(proxy: ProxyProcess) -> None:
-    target = b"/v1/decisions?subject=" + b"a" * (MAX_REQUEST_URI - 21)
-    assert len(target) == MAX_REQUEST_URI + 1
+@pytest.mark.parametrize("length", [MAX_REQUEST_URI + 1, 9000])
+def test_a_uri_too_long_for_gunicorn_gets_the_structured_414(proxy: ProxyProcess, length: int) -> None:
+    target = b"/v1/decisions?subject=" + b"a" * (length - 22)
+    assert len(target) == length
     received = _exchange(proxy.port, b"Content-Length: " + LENGTH + b"\r\n", BODY, target=target)
-    error = _structured_error(received, 431)
-    assert error == {"code": "VALIDATION_ERROR", "message": "request headers are too large", "retryable": False}
+    error = _structured_error(received, 414)
+    assert error == {"code": "VALIDATION_ERROR", "message": "request URI is too long", "retryable": False}
+
+
+def test_the_authzen_metadata_names_the_port_the_client_used(proxy: ProxyProcess) -> None:
+    metadata = requests.get(f"{proxy.url}/.well-known/authzen-configuration", timeout=10).json()
+    assert metadata["policy_decision_point"] == proxy.url
+    assert metadata["access_evaluation_endpoint"] == proxy.url + "/access/v1/evaluation"
 
 
 def test_the_longest_uri_the_proxy_passes_reaches_the_gateway(proxy: ProxyProcess) -> None:

@@ -6,12 +6,14 @@ conversations), and limits a policy names wrongly deny. Each test owns a real re
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 import uuid
 
 import pytest
 
+from tests.conftest import POLICY_DIR
 from tests.support.calls import auth, decide_body
 from tests.support.errors import assert_error
 from tests.support.session_policy import write_session_policy
@@ -96,9 +98,15 @@ def test_a_limit_the_policy_names_wrongly_is_a_deny(make_app, own_redis, tmp_pat
     assert resp["decision"] == "deny" and resp["reasons"] == ["no policy decision"]
 
 
-def test_large_arguments_are_left_out_of_recent_calls(make_app, own_redis, monkeypatch):
+def test_large_arguments_are_left_out_of_recent_calls(make_app, own_redis, monkeypatch, tmp_path):
     seen = []
-    app = make_app(redis_url=own_redis.url, session_max_args_bytes=64)
+    # The shipped policy with the files family also reading session.recent (built only for a
+    # family that declares it, docs/session.md "Facts on demand").
+    policy = tmp_path / "policy"
+    shutil.copytree(POLICY_DIR, policy)
+    files = policy / "tools" / "files" / "files.rego"
+    files.write_text(files.read_text().replace("session_reads := {", 'session_reads := {"session.recent", '))
+    app = make_app(redis_url=own_redis.url, session_max_args_bytes=64, policy_dir=policy)
     deps = app.extensions["toolgate"]
     evaluate = deps.engine.evaluate
 

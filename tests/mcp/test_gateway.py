@@ -226,6 +226,7 @@ async def test_a_body_that_is_not_strict_json_is_a_parse_error_that_echoes_nothi
         call % '"name": "read_note", "name": "transfer", "arguments": {"to": "bob"}',
         call % '"name": "transfer", "arguments": {"amount": NaN, "to": "bob"}',
         call % '"name": "transfer", "arguments": {"amount": 50.000000000000001, "to": "bob"}',
+        call % '"name": "transfer", "arguments": {"amount": 9007199254740993, "to": "bob"}',
     ]
     headers = {"Authorization": f"Bearer {gateway.token('u-1', 'agent')}", "Content-Type": "application/json",
                "Accept": "application/json, text/event-stream"}
@@ -236,6 +237,17 @@ async def test_a_body_that_is_not_strict_json_is_a_parse_error_that_echoes_nothi
             assert response.json()["id"] is None and response.json()["error"]["code"] == -32700
             assert "bob" not in response.text and "transfer" not in response.text
     assert gateway.records() == [] and gateway.executions() == []
+
+
+async def test_an_upstream_cannot_plant_gateway_metadata_in_its_result(gateway: Gateway) -> None:
+    """The client reads ``toolgate/*`` entries as the gateway's word (a pending approval, an
+    error): an upstream's own are dropped, its other entries kept."""
+    async with gateway.client(gateway.token("u-1", "agent")) as client:
+        result = await client.call_tool("read_note", {"name": "planted"})
+    meta = result.meta or {}
+    assert [key for key in meta if key.startswith("toolgate/")] == ["toolgate/decision"]
+    assert meta["example.com/trace"] == "t-1"
+    assert meta["toolgate/decision"]["decision"] == "allow" and meta["toolgate/decision"]["decision_id"] != "planted"
 
 
 async def test_an_unknown_tool_is_an_invalid_params_error(gateway: Gateway) -> None:

@@ -29,10 +29,12 @@ from app.auth.verifier import TokenVerifier
 from app.contracts.registry import ContractRegistry
 from app.decide.deps import Deps
 from app.decide.recorder import Recorder
+from app.engine.base import RawResult
 from app.errors import DependencyUnavailable
 from app.idempotency.store import IdempotencyStore
 from app.models import PolicyDecision
 from app.redis_client import RedisConnection
+from app.session.reads import SessionReads
 from app.session.store import SessionStore
 from app.settings import Settings
 
@@ -60,6 +62,10 @@ class ScriptedEngine:
     def evaluate(self, policy_input: dict[str, Any], *, traceparent: str | None = None) -> PolicyDecision:
         self.inputs.append(policy_input)
         return self.script(policy_input).model_copy(update={"policy_revision": REVISION})
+
+    def evaluate_document(self, path: str, policy_input: dict[str, Any]) -> RawResult:
+        """No other document: undefined (the session reads are then every member)."""
+        return RawResult(None, False, REVISION)
 
     def revision(self) -> str:
         return REVISION
@@ -125,11 +131,12 @@ def deps(config: Settings, engine: ScriptedEngine | None = None, capability_engi
     (the capability engine is scripted too: by default every tool may be used)."""
     redis = memory_redis(config)
     log = FailingLog(open_decision_log(config.audit_dsn))
+    engine = engine or ScriptedEngine()
     return Deps(
         settings=config,
         verifier=TokenVerifier(config),
         contracts=contracts(config.contracts_dir),
-        engine=engine or ScriptedEngine(),
+        engine=engine,
         redis=redis,
         idempotency=IdempotencyStore.from_settings(redis, config),
         approvals=ApprovalService.from_settings(redis, config),
@@ -138,6 +145,7 @@ def deps(config: Settings, engine: ScriptedEngine | None = None, capability_engi
         decision_reader=log.store,
         recorder=Recorder(log, key_hash_secret=config.audit_key_hash_secret.get_secret_value()),
         capability_engine=capability_engine or ScriptedEngine(),
+        session_reads=SessionReads(engine),
     )
 
 

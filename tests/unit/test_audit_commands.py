@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import unicodedata
+from dataclasses import replace
 from pathlib import Path
 
 import psycopg
@@ -98,10 +99,28 @@ def test_an_unknown_tenant_is_an_error(capsys, dsn):
     assert code == 0 and out.startswith("ok: 1 chains, 1 records intact")
 
 
+def test_a_bare_tool_name_finds_its_namespaced_records_or_is_refused_when_ambiguous(capsys, dsn):
+    log = gateway_log()
+    for i, tool in enumerate(["travel/create_calendar_event", "ops/restart", "mail/restart", "readFile", "ns/readxfile"]):
+        log.append(replace(event(i=i), tool=tool))
+    log.close()
+    code, out, err = run(capsys, "query", "--tool", "create_calendar_event", "--format", "jsonl")
+    assert code == 0 and [json.loads(line)["tool"] for line in out.splitlines()] == ["travel/create_calendar_event"]
+    assert "--tool create_calendar_event: the log names it travel/create_calendar_event" in err
+    code, out, err = run(capsys, "query", "--tool", "restart")
+    assert code == 2 and out == ""
+    assert "--tool 'restart' is in several namespaces (mail/restart, ops/restart): pass one of them" in err
+    code, out, _ = run(capsys, "query", "--tool", "ops/restart", "--format", "jsonl")
+    assert code == 0 and len(out.splitlines()) == 1
+    code, out, err = run(capsys, "query", "--tool", "read_file", "--format", "jsonl")  # "_" is no wildcard
+    assert code == 0 and out == "" and err == ""
+
+
 def test_verify_needs_a_checkpoint_key_in_production(capsys, dsn, monkeypatch):
     open_decision_log(dsn).close()
     for name, value in {"ENV": "production", "JWT_HS256_SECRET": "p" * 40, "JWT_ISSUER": "https://idp.example",
-                        "JWT_AUDIENCE": "toolgate-prod", "AUDIT_KEY_HASH_SECRET": "q" * 40}.items():
+                        "JWT_AUDIENCE": "toolgate-prod", "AUDIT_KEY_HASH_SECRET": "q" * 40,
+                        "AUTHZEN_PDP_URL": "https://toolgate.example"}.items():
         monkeypatch.setenv(f"TOOLGATE_{name}", value)
     code, _, err = run(capsys, "verify")
     assert code == 2 and "no checkpoint verification key" in err and "--chain-only" in err

@@ -959,6 +959,7 @@ def test_mint_dev_token_refused_in_production() -> None:
         jwt_public_key=None,
         jwt_hs256_secret="p" * 32,
         audit_key_hash_secret="production-audit-key-hash-secret-0123456789",
+        authzen_pdp_url="https://toolgate.example",
     )
     with pytest.raises(RuntimeError, match="production"):
         mint_dev_token(settings, sub="u-1", tenant="t-1", roles=[])
@@ -1056,3 +1057,16 @@ def test_a_newly_published_key_verifies_at_once_after_a_recent_fetch(server: Jwk
 def test_a_development_token_longer_than_the_gateway_accepts_is_not_minted() -> None:
     with pytest.raises(ValueError, match="MAX_LIFETIME"):
         mint_dev_token(Settings(), sub="u-1", tenant="t-1", roles=[], ttl_s=2 * 86_400)
+
+
+def test_production_names_the_development_issuer_or_audience_it_refuses() -> None:
+    """Only the setting left at its development value is named, with that value."""
+    with pytest.raises(ValueError) as info:
+        Settings(env="production", jwt_issuer=ISSUER, jwt_audience="toolgate", jwt_hs256_secret="p" * 32,
+                 audit_key_hash_secret="q" * 40)
+    assert "TOOLGATE_JWT_AUDIENCE is the development audience 'toolgate'" in str(info.value)
+    assert "TOOLGATE_JWT_ISSUER" not in str(info.value)
+    with pytest.raises(ValueError) as info:
+        Settings(env="production", jwt_audience=AUDIENCE, jwt_hs256_secret="p" * 32, audit_key_hash_secret="q" * 40)
+    assert "TOOLGATE_JWT_ISSUER is the development issuer 'https://toolgate.dev.local'" in str(info.value)
+    assert "TOOLGATE_JWT_AUDIENCE" not in str(info.value)

@@ -263,6 +263,7 @@ def test_signing_keys_fall_back_to_the_dev_key_in_development_only():
         jwt_audience="aud",
         jwt_hs256_secret="p" * 32,
         audit_key_hash_secret="q" * 40,
+        authzen_pdp_url="https://toolgate.example",
     )
     assert production.approval_signing_keys == []
     assert Settings(approval_keys="k1:" + "a" * 32).approval_signing_keys == [("k1", b"a" * 32)]

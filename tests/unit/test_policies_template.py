@@ -21,20 +21,23 @@ TEMPLATE = PROJECT_ROOT / "docs" / "policy-template"
 
 
 def _walkthrough(root: Path) -> tuple[Path, Path]:
-    """Steps 1-3 of the walkthrough on copies under ``root``; returns (policies, contracts)."""
+    """Steps 1-3 of the walkthrough on copies under ``root``; returns (policies, contracts).
+    Idempotent: the shipped tree may already hold the mail family (an author followed the
+    walkthrough in the repository)."""
     policies, contracts = root / "policies", root / "contracts"
     shutil.copytree(POLICY_DIR, policies)
     shutil.copytree(CONTRACTS_DIR, contracts)
     shutil.copy(TEMPLATE / "contracts" / "sendEmail.v1.yaml", contracts)
     family = policies / "tools" / "mail"
-    family.mkdir()
+    family.mkdir(exist_ok=True)
     for name in ("family_template", "family_template_test"):
         text = (TEMPLATE / "tools" / "family_template" / f"{name}.rego").read_text(encoding="utf-8")
         (family / f"{name.replace('family_template', 'mail')}.rego").write_text(
             text.replace("family_template", "mail"), encoding="utf-8"
         )
     data = json.loads((policies / "data.json").read_text(encoding="utf-8"))
-    data["roles"]["support_agent"]["tools"].append("sendEmail")
+    if "sendEmail" not in data["roles"]["support_agent"]["tools"]:
+        data["roles"]["support_agent"]["tools"].append("sendEmail")
     (policies / "data.json").write_text(json.dumps(data), encoding="utf-8")
     acme = policies / "tenants" / "acme" / "data.json"
     overlay = json.loads(acme.read_text(encoding="utf-8"))

@@ -14,12 +14,16 @@ from pathlib import Path
 import pytest
 
 from app.cli import main
+from app.contracts.registry import ContractRegistry
 from app.policy.check import CheckReport, Finding, check_policies
+from app.policy.session_reads import members_of
 from app.policy.toolchain import opa_binary
 from tests.conftest import CONTRACTS_DIR, POLICY_DIR, PROJECT_ROOT
 
 OPA = opa_binary()
 TEMPLATE_CONTRACT = PROJECT_ROOT / "docs" / "policy-template" / "contracts" / "sendEmail.v1.yaml"
+#: The contracts and families of the checked-in tree (a walkthrough of docs/policy-authors.md adds one of each).
+SHIPPED = f"{len(ContractRegistry.load(CONTRACTS_DIR).all())} contracts, {len(list((POLICY_DIR / 'tools').iterdir()))} families"
 
 
 @pytest.fixture
@@ -55,21 +59,39 @@ def test_the_shipped_policies_pass_clean() -> None:
     assert OPA is not None
     report = check_policies(POLICY_DIR, CONTRACTS_DIR, opa=OPA)
     assert report.findings == []
-    assert (report.contracts, report.families) == (17, 6)
-    assert report.format_text() == "policy check: 0 errors, 0 warnings (17 contracts, 6 families)"
+    assert report.format_text() == f"policy check: 0 errors, 0 warnings ({SHIPPED})"
+
+
+def _orphan_contract(contracts: Path) -> Path:
+    """The template's contract under a name no family governs (``sendFax``)."""
+    contract = contracts / "sendFax.v1.yaml"
+    contract.write_text(TEMPLATE_CONTRACT.read_text(encoding="utf-8").replace("name: sendEmail", "name: sendFax"))
+    return contract
 
 
 def test_a_contract_without_a_family_is_an_error(tree) -> None:
-    contract = tree[1] / "sendEmail.v1.yaml"
-    shutil.copy(TEMPLATE_CONTRACT, contract)
+    contract = _orphan_contract(tree[1])
     report = _check(tree)
     assert report.findings == [Finding(
         "error", "no_family",
-        "contract sendEmail v1 has no policy family: no family's governs declares it, so every call of it is "
+        "contract sendFax v1 has no policy family: no family's governs declares it, so every call of it is "
         "denied (toolgate.no_family)",
         str(contract), _line_of(contract, "name:"),
     )]
     assert not report.ok()
+
+
+def test_a_built_in_contract_without_a_family_is_no_finding(tree) -> None:
+    """A suite of its own (the security team's) governs none of the built-in contracts: their
+    calls are denied, which is no mistake of the suite."""
+    shutil.rmtree(tree[0] / "tools" / "tickets")
+    assert _check(tree).findings == []
+
+
+def test_a_missing_contracts_folder_is_an_error_not_an_empty_one(tree, capsys) -> None:
+    missing = tree[1] / "no-such-folder"
+    assert main(["policy", "check", str(tree[0]), "--contracts", str(missing)]) == 1
+    assert capsys.readouterr().err == f"toolgate policy check: contracts folder {missing} does not exist\n"
 
 
 def test_two_families_claiming_one_tool_is_an_error_unless_each_shares(tree) -> None:
@@ -146,6 +168,30 @@ def test_a_field_the_contract_does_not_define_is_a_warning(tree) -> None:
     assert report.ok() and not report.ok(strict=True)
 
 
+def test_a_helper_package_is_checked_for_the_families_that_import_it(tree) -> None:
+    """Rule code shared by families lives in its own package (policies/shared/<name>/); a typo
+    there is found against the tools of every family importing it."""
+    helper = tree[0] / "shared" / "paths" / "paths.rego"
+    helper.parent.mkdir(parents=True)
+    helper.write_text("package shared.paths\n\nimport data.toolgate.lib\n\ntarget := lib.args.pth\n")
+    files = tree[0] / "tools" / "files" / "files.rego"
+    files.write_text(files.read_text().replace("import data.toolgate.lib\n", "import data.shared.paths\nimport data.toolgate.lib\n", 1))
+    report = _check(tree)
+    assert report.findings == [Finding(
+        "warning", "undefined_field",
+        "rule target reads input.call.input.pth, which no contract of the family's tools defines (deleteFile v1, readFile v1)",
+        str(helper), 5,
+    )]
+
+
+def test_a_tool_named_test_something_declared_rule_by_rule_is_an_error(tree) -> None:
+    """opa test would run governs.test_connection as a test and fail it."""
+    tickets = tree[0] / "tools" / "tickets" / "tickets.rego"
+    line = _append(tickets, 'governs.test_connection := {"versions": ["1"]}\n')
+    report = _check(tree)
+    assert ("error", "test_named_rule", str(tickets), line) in [(f.severity, f.kind, f.file, f.line) for f in report.findings]
+
+
 def test_an_unlimited_rule_warns_only_when_no_tool_of_the_family_defines_the_field(tree) -> None:
     banking = tree[0] / "tools" / "banking" / "banking.rego"
     line = _append(banking, (
@@ -214,6 +260,45 @@ def test_a_default_filled_only_in_the_schema_text_is_still_optional(tree) -> Non
     assert [(f.kind, f.line) for f in report.findings] == [("optional_without_default", line + 3)]
 
 
+def test_a_message_quoting_a_sensitive_field_is_a_warning(tree) -> None:
+    """update_password marks /password sensitive: a message that quotes it, directly, through
+    a rule of the package or through a variable of the rule, would show the password in the
+    response, the receipt and the decision log. Naming the field, or quoting another one, is
+    no warning."""
+    banking = tree[0] / "tools" / "banking" / "banking.rego"
+    line = _append(banking, (
+        'deny contains {"rule": "short_password", "message": sprintf("password %s is too short", [input.call.input.password])} if {\n'
+        '\tlib.call_of("update_password")\n'
+        '\tcount(input.call.input.password) < 8\n'
+        '}\n\n'
+        'new_password := lib.string_arg("password", "")\n\n'
+        'shown_password := upper(new_password)\n\n'
+        'deny contains {"rule": "password_reused", "message": sprintf("password %s was used before", [shown_password])} if {\n'
+        '\tlib.call_of("update_password")\n'
+        '\tnew_password == "hunter2"\n'
+        '}\n\n'
+        'deny contains {"rule": "password_spaces", "message": msg} if {\n'
+        '\tlib.call_of("update_password")\n'
+        '\tp := lib.args.password\n'
+        '\tcontains(p, " ")\n'
+        '\tmsg := sprintf("password %q has spaces", [p])\n'
+        '}\n\n'
+        'deny contains {"rule": "password_named", "message": sprintf("the %s field is too short", ["password"])} if {\n'
+        '\tlib.call_of("update_password")\n'
+        '\tcount(new_password) < 4\n'
+        '}\n'
+    ))
+    report = _check(tree)
+    assert [(f.kind, f.line) for f in report.findings] == [
+        ("sensitive_in_message", line), ("sensitive_in_message", line + 9), ("sensitive_in_message", line + 18),
+    ]
+    assert report.findings[0].message == (
+        "rule deny[short_password] quotes input.call.input.password in a message, and update_password v1 marks "
+        "/password sensitive: messages are reasons, shown in responses, signed in receipts and logged unredacted "
+        "(name the field, not its value)"
+    )
+
+
 def test_cli_exit_codes_json_and_strict(tree, capsys) -> None:
     policies, contracts = (str(p) for p in tree)
     assert main(["policy", "check", policies, "--contracts", contracts]) == 0
@@ -225,7 +310,7 @@ def test_cli_exit_codes_json_and_strict(tree, capsys) -> None:
     assert out == [
         f"{files}:{line}: warning: rule shadow_mode reads input.call.input.mode, which no contract of the family's "
         "tools defines (deleteFile v1, readFile v1)",
-        "policy check: 0 errors, 1 warning (17 contracts, 6 families)",
+        f"policy check: 0 errors, 1 warning ({SHIPPED})",
     ]
     assert main(["policy", "check", policies, "--contracts", contracts, "--strict", "--json"]) == 1
     document = json.loads(capsys.readouterr().out)
@@ -233,9 +318,9 @@ def test_cli_exit_codes_json_and_strict(tree, capsys) -> None:
     assert document["findings"][0] | {"message": ""} == {
         "severity": "warning", "kind": "undefined_field", "message": "", "file": str(files), "line": line}
 
-    shutil.copy(TEMPLATE_CONTRACT, tree[1] / "sendEmail.v1.yaml")
+    _orphan_contract(tree[1])
     assert main(["policy", "check", policies, "--contracts", contracts]) == 1
-    assert "error: contract sendEmail v1 has no policy family" in capsys.readouterr().out
+    assert "error: contract sendFax v1 has no policy family" in capsys.readouterr().out
 
 
 def test_cli_needs_the_opa_binary(monkeypatch, capsys) -> None:
@@ -248,3 +333,102 @@ def test_cli_reports_policies_that_do_not_load(tree, capsys) -> None:
     (tree[0] / "toolgate" / "decision.rego").write_text("package toolgate\n\ndecision := \n")
     assert main(["policy", "check", str(tree[0]), "--contracts", str(tree[1])]) == 1
     assert "decision.rego" in capsys.readouterr().err
+
+
+# --- session reads (app.policy.session_reads) --------------------------------------------------
+
+
+def _declare(path: Path, members: str) -> int:
+    """Replace the family's ``session_reads`` declaration; returns its line."""
+    text = path.read_text(encoding="utf-8")
+    lines = [f"session_reads := {members}" if line.startswith("session_reads :=") else line for line in text.splitlines()]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return _line_of(path, "session_reads :=")
+
+
+def test_a_family_reading_a_session_member_through_the_library_must_declare_it(tree) -> None:
+    banking = tree[0] / "tools" / "banking" / "banking.rego"
+    line = _declare(banking, '{"session.conversation.trusted_counterparties"}')
+    lib = tree[0] / "toolgate" / "lib" / "session.rego"
+    report = _check(tree)
+    assert report.findings == [Finding(
+        "error", "undeclared_session_read",
+        f"family banking reads input.session.conversation.labels (rule session_labelled, {lib}:"
+        f"{_line_of(lib, 'session_labelled(label) if')}) but its session_reads does not declare it: the gateway "
+        "would not build it",
+        str(banking), line,
+    )]
+
+
+def test_a_variable_scope_reads_both_scopes_and_a_whole_scope_covers_its_members(tree) -> None:
+    files = tree[0] / "tools" / "files" / "files.rego"
+    _declare(files, '{"session.conversation.calls", "session.windows"}')
+    report = _check(tree)
+    assert [(f.kind, f.message.split(" (")[0]) for f in report.findings] == [
+        ("undeclared_session_read", "family files reads input.session.subject.calls"),
+    ]
+    _declare(files, '{"session.conversation", "session.subject", "session.windows"}')
+    assert _check(tree).findings == []
+
+
+def test_reading_the_whole_input_or_the_history_must_be_declared(tree) -> None:
+    reports = tree[0] / "tools" / "reports" / "reports.rego"
+    _append(reports, 'everything := walk(input)\n\nlonger := input.history.allowed_calls\n')
+    found = _check(tree)
+    assert [(f.kind, f.message.split(" (")[0]) for f in found.findings] == [
+        ("undeclared_session_read", "family reports reads input.*"),
+        ("undeclared_session_read", "family reports reads input.history"),
+    ]
+    _declare(reports, '{"*"}')
+    assert _check(tree).findings == []
+
+
+def test_a_malformed_missing_or_unread_declaration(tree) -> None:
+    tickets = tree[0] / "tools" / "tickets" / "tickets.rego"
+    line = _declare(tickets, '["history"]')
+    payments = tree[0] / "tools" / "payments" / "payments.rego"
+    unread_line = _declare(payments, '{"session.recent"}')
+    commands = tree[0] / "tools" / "commands" / "commands.rego"
+    commands.write_text(commands.read_text().replace("session_reads := set()", ""), encoding="utf-8")
+    report = _check(tree)
+    assert report.findings == [
+        Finding("error", "malformed_session_reads", "family tickets: session_reads is not a literal set of strings",
+                str(tickets), line),
+        Finding("warning", "no_session_reads",
+                "family commands declares no session_reads: every call of its tools builds the whole session "
+                "(declare session_reads := set() when it reads none)", str(commands)),
+        Finding("warning", "unread_session_reads",
+                "family payments declares input.session.recent in session_reads, which none of its rules reads: "
+                "every call of its tools builds it for nothing", str(payments), unread_line),
+    ]
+    assert not report.ok()
+
+
+def test_the_session_may_be_read_only_in_families(tree) -> None:
+    combining = tree[0] / "toolgate" / "decision.rego"
+    line = _append(combining, "_long_session if input.session.truncated\n")
+    report = _check(tree)
+    assert report.findings == [Finding(
+        "error", "session_read_outside_family",
+        "package toolgate reads input.session.truncated (rule _long_session): only policy families may read the "
+        "session (the gateway builds it for what they declare)",
+        str(combining), line,
+    )]
+
+
+@pytest.mark.parametrize(("path", "members"), [
+    ([], {"*"}),  # input as a whole
+    ([None], {"*"}),  # input[k]
+    (["call", "input", "amount"], set()),
+    (["history", "tools"], {"history"}),
+    (["session"], {"session"}),
+    (["session", "windows"], {"session.windows"}),
+    (["session", "conversation"], {"session.conversation"}),
+    (["session", "conversation", None], {"session.conversation"}),
+    (["session", "subject", "labels"], {"session.subject.labels"}),
+    (["session", None, "calls", None], {"session.conversation.calls", "session.subject.calls"}),
+    (["session", None, "1m"], {"session"}),  # input.session[k]["1m"]: k may be windows
+    (["session", None], {"session"}),
+])
+def test_which_members_a_reference_from_input_reads(path, members) -> None:
+    assert members_of(path) == members

@@ -3,6 +3,7 @@ every setting is listed, and no secret value is ever printed. Socket-free."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -57,3 +58,12 @@ def test_a_setting_without_a_section_or_description_is_refused(monkeypatch: pyte
     monkeypatch.setattr(settings_doc, "SECTIONS", settings_doc.SECTIONS[1:])
     with pytest.raises(ValueError, match="settings in no section: \\['env'\\]"):
         settings_doc.render()
+
+
+def test_every_variable_serve_sh_reads_is_documented() -> None:
+    script = (PROJECT_ROOT / "scripts" / "serve.sh").read_text(encoding="utf-8")
+    read = set(re.findall(r"\$\{(SERVE_[A-Z_]+)", script))
+    assert read == {"SERVE_STATE_DIR", "SERVE_BUNDLE_BIND"}
+    text = settings_doc.render()
+    for name in read:
+        assert f"| `{name}` |" in text

@@ -42,6 +42,8 @@ export interface DecideRequest {
   idempotencyKey?: string;
   context?: Record<string, unknown>;
   approval?: { approval_id: string; grant: string };
+  /** Ask without reserving a key or opening an approval (`dry_run`). */
+  dryRun?: boolean;
 }
 
 /** Errors of `fetch` itself that mean the connection was never made. */
@@ -113,6 +115,7 @@ export class ToolgateClient {
     if (request.toolCallId !== undefined) body.tool_call_id = request.toolCallId;
     if (request.context !== undefined) body.context = request.context;
     if (request.approval !== undefined) body.approval = request.approval;
+    if (request.dryRun) body.dry_run = true;
     const headers: Record<string, string> = request.idempotencyKey !== undefined ? { 'Idempotency-Key': request.idempotencyKey } : {};
     return asDecision(await this.call('POST', '/v1/decide', { body, headers }));
   }

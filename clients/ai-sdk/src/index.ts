@@ -1,7 +1,8 @@
 /**
  * @toolgate/ai-sdk: toolgate for the Vercel AI SDK 7 (`ai` >= 7, Node.js >= 22).
  *
- * - `createToolgate` / `Toolgate`: `toolApproval`, `guardTools` / `guard`, `answerApprovals`;
+ * - `createToolgate` / `Toolgate`: `toolApproval`, `guardTools` / `guard`, `answerApprovals`,
+ *   `usableTools`; `derivedKey`, the default idempotency key of a call (`keys.ts`);
  * - `ToolgateClient`: the gateway endpoints under the retry rules (`retry.ts`);
  * - the errors (`errors.ts`), all `AISDKError`s with `isInstance`.
  */
@@ -17,6 +18,7 @@ export {
   ToolgateUnexpectedResponseError,
 } from './errors.js';
 export { executableInput, REDACTED } from './inputs.js';
+export { derivedKey } from './keys.js';
 export { DEFAULT_RETRY, NEVER_RETRIED, type RetryEvent, type RetryPolicy } from './retry.js';
 export {
   type AnsweredApproval,

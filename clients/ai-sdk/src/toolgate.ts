@@ -12,6 +12,9 @@
  *   `approved` after a grant), deny -> `denied` with the reasons, user-approval ->
  *   `user-approval` with the policy's reason for the approver. Gateway errors (after the retry
  *   rules) are `denied` with a reason naming the code: a call never runs without a decision.
+ *   A tool's own `needsApproval` (boolean or function), which the SDK ignores once
+ *   `toolApproval` is a function, still asks a person: the stricter of the two wins (the
+ *   gateway is asked with a dry run first, so that a denied call is not shown to anyone).
  * - `guardTools` / `guard` wrap each tool's `execute`: it runs only on allow with a fresh
  *   reservation (or without a key, for read-only contracts), returns the stored result on a
  *   replay, and reports `complete` or `fail` with the reservation token. It uses the decision
@@ -22,10 +25,12 @@
  *   (`GET /v1/approvals/<id>`) and repeats the call with it: allowed once, and a retried turn
  *   presents the same grant and key and gets the stored result.
  *
- * Idempotency key of a call: `aisdk:<toolCallId>` (hashed when the id is not printable ASCII)
- * for contracts marked `mutating` and for unregistered tools; read from `GET /v1/tools` once.
- * The gateway approval of a tool call and its grant are kept in `approvals` (in memory by
- * default): an app whose turns run in several processes passes a shared store.
+ * Idempotency key of a call, for contracts marked `mutating` and for unregistered tools (read
+ * from `GET /v1/tools` once): the contract's key field when the input has it (no header: the
+ * gateway takes it from the input), else `derivedKey` (keys.ts), which a regenerated step
+ * shares. The gateway approval of a call and its grant are kept in `approvals` (in memory by
+ * default) under that key (the tool call id for calls without one): an app whose turns run in
+ * several processes passes a shared store.
  */
 import { createHash } from 'node:crypto';
 
@@ -41,29 +46,38 @@ import {
   ToolgateReportError,
 } from './errors.js';
 import { executableInput } from './inputs.js';
+import { conversationBefore, derivedKey } from './keys.js';
 import { approvalResponses, approvedResponseFor, type CallInHistory } from './messages.js';
 import type { ApprovalResult, Decision, IdempotencyInfo, ToolContract } from './wire.js';
 
 /** A tool call as the gateway sees it. */
 export type GatewayCall = CallInHistory;
 
-/** The gateway approval opened for one tool call, and its grant once read. */
+/**
+ * The gateway approval opened for one call, its grant once read, and the tool call id it is
+ * bound to (a regenerated step repeats the call under that id, so that it finds the same
+ * approval instead of opening another).
+ */
 export interface ApprovalLink {
   approvalId: string;
+  toolCallId: string;
   grant?: string;
 }
 
-/** Where `approvalId`s and grants are kept between turns, by tool call id. */
+/** Where approval links are kept between turns, by the call's idempotency key (else its tool call id). */
 export interface ApprovalLinks {
-  get(toolCallId: string): ApprovalLink | undefined | Promise<ApprovalLink | undefined>;
-  set(toolCallId: string, link: ApprovalLink): unknown;
+  get(callKey: string): ApprovalLink | undefined | Promise<ApprovalLink | undefined>;
+  set(callKey: string, link: ApprovalLink): unknown;
 }
 
 export interface ToolgateOptions extends ClientOptions {
   /** Contract version per tool name (default `"1"`). */
   versions?: Record<string, string>;
-  /** The idempotency key of a call (default `aisdk:<toolCallId>`). Same call, same key. */
-  idempotencyKey?: (call: GatewayCall) => string;
+  /**
+   * The idempotency key of a call without a contract key field in its input (default
+   * `derivedKey`, keys.ts). `conversation`: the messages that led to the step. Same call, same key.
+   */
+  idempotencyKey?: (call: GatewayCall, conversation: ModelMessage[]) => string;
   /** Whether a call sends a key (default: the contract is `mutating`, or unregistered). */
   keyed?: (toolName: string, version: string) => boolean | Promise<boolean>;
   /** The decide call's `context` (e.g. `{ conversation_id }`); caller-supplied, untrusted. */
@@ -93,6 +107,7 @@ const DENIED_WITHOUT_REASON = 'the approver rejected this call';
 const NOT_JSON = "the tool's result is not a JSON value";
 const OUTPUT_REJECTED = "the tool's result does not match the contract's output schema";
 const STREAMING = 'streaming tool results are not supported by the toolgate guard';
+const TOOL_ASKS = "this tool asks for a person's approval";
 const PRINTABLE = /^[\x21-\x7e]+$/;
 const MEMORY_LIMIT = 10_000;
 
@@ -115,9 +130,25 @@ function wireCallId(toolCallId: string): string {
   return PRINTABLE.test(toolCallId) && toolCallId.length <= 128 ? toolCallId : 'sha256:' + sha256(toolCallId).slice(0, 56);
 }
 
-function defaultKey(call: GatewayCall): string {
-  const id = call.toolCallId;
-  return PRINTABLE.test(id) && !id.includes(',') && id.length <= 200 ? `aisdk:${id}` : `aisdk:sha256:${sha256(id)}`;
+/** How the gateway knows a call: its tool call id on the wire, and its idempotency key. */
+interface Keyed {
+  call: GatewayCall;
+  version: string;
+  /** The idempotency key (the key field's value, or the derived key); undefined: not keyed. */
+  key: string | undefined;
+  /** Whether the key goes in the `Idempotency-Key` header (not when the input's key field carries it). */
+  header: boolean;
+  /** Where the call's approval link is kept: its key, else its tool call id. */
+  linkKey: string;
+}
+
+type SdkTool = Tool<any, any, any>;
+
+/** Whether the tool's own `needsApproval` asks for a person for this call (SDK semantics). */
+async function toolNeedsApproval(tool: SdkTool | undefined, call: GatewayCall, messages: ModelMessage[], context: unknown): Promise<boolean> {
+  const needs = tool?.needsApproval;
+  if (typeof needs === 'function') return needs(call.input, { toolCallId: call.toolCallId, messages, context });
+  return needs === true;
 }
 
 function joined(reasons: string[]): string {
@@ -167,10 +198,24 @@ export class Toolgate {
   }
 
   /** The AI SDK's generic approval function (`toolApproval` of `ToolLoopAgent`, `generateText`, `streamText`). */
-  readonly toolApproval = async ({ toolCall, messages }: { toolCall: GatewayCall; messages: ModelMessage[] }): Promise<ToolApprovalStatus> => {
+  readonly toolApproval = async ({ toolCall, messages, tools, toolsContext }: {
+    toolCall: GatewayCall;
+    messages: ModelMessage[];
+    tools?: Record<string, SdkTool> | undefined;
+    toolsContext?: unknown;
+  }): Promise<ToolApprovalStatus> => {
     const call = { toolName: toolCall.toolName, toolCallId: toolCall.toolCallId, input: toolCall.input };
     try {
-      return approvedResponseFor(messages, call.toolCallId) ? await this.decideApproved(call) : await this.status(call, await this.decide(call));
+      const keyed = await this.keyed(call, conversationBefore(messages, call.toolCallId));
+      if (approvedResponseFor(messages, call.toolCallId)) return await this.decideApproved(keyed);
+      const tool = tools?.[call.toolName];
+      const context = (toolsContext as Record<string, unknown> | undefined)?.[call.toolName];
+      if (await toolNeedsApproval(tool, call, messages, context)) {
+        const preview = await this.decide(keyed, { dryRun: true });
+        if (preview.decision === 'allow') return { type: 'user-approval', reason: TOOL_ASKS };
+        if (preview.decision === 'deny') return { type: 'denied', reason: joined(preview.reasons) };
+      }
+      return await this.status(...await this.decideLinked(keyed), call.toolCallId);
     } catch (error) {
       return { type: 'denied', reason: errorReason(error) };
     }
@@ -216,7 +261,8 @@ export class Toolgate {
     const approver = new ToolgateClient({ ...this.options, token });
     const answered: AnsweredApproval[] = [];
     for (const response of approvalResponses(messages)) {
-      const link = await this.links.get(response.toolCall.toolCallId);
+      const conversation = conversationBefore(messages, response.toolCall.toolCallId);
+      const link = await this.links.get((await this.keyed(response.toolCall, conversation)).linkKey);
       if (link === undefined) {
         throw new ToolgateError({
           name: 'AI_ToolgateError',
@@ -232,22 +278,64 @@ export class Toolgate {
     return answered;
   }
 
-  private async decide(call: GatewayCall, approval?: { approval_id: string; grant: string }): Promise<Decision> {
+  /** How the gateway knows `call` (see `Keyed`); `conversation`: the messages that led to its step. */
+  private async keyed(call: GatewayCall, conversation: ModelMessage[]): Promise<Keyed> {
     const version = this.options.versions?.[call.toolName] ?? '1';
-    const keyed = await (this.options.keyed ?? ((name, v) => this.isMutating(name, v)))(call.toolName, version);
+    const contract = (this.options.keyed ? undefined : await this.contract(call.toolName, version));
+    const isKeyed = this.options.keyed ? await this.options.keyed(call.toolName, version) : contract?.mutating ?? true;
+    const field = contract?.idempotency_key_field;
+    const fieldValue = field ? (call.input as Record<string, unknown> | null)?.[field] : undefined;
+    let key: string | undefined;
+    let header = false;
+    if (isKeyed && typeof fieldValue === 'string') {
+      key = fieldValue;
+    } else if (isKeyed) {
+      key = (this.options.idempotencyKey ?? ((c, m) => derivedKey(c.toolName, version, c.input, m)))(call, conversation);
+      header = true;
+    }
+    return { call, version, key, header, linkKey: key ?? `call:${call.toolCallId}` };
+  }
+
+  /**
+   * Decide `keyed`, or, when an earlier generation of the same call opened an approval, the
+   * call under the tool call id that approval is bound to, with its grant once read. Returns
+   * the call as asked and the decision.
+   */
+  private async decideLinked(keyed: Keyed): Promise<[Keyed, Decision]> {
+    const link = await this.links.get(keyed.linkKey);
+    if (link === undefined) return [keyed, await this.decide(keyed)];
+    const asked = this.boundTo(keyed, link);
+    return [asked, await this.decide(asked, link.grant ? { approval: { approval_id: link.approvalId, grant: link.grant } } : {})];
+  }
+
+  /** Keep the approval a `user-approval` decision opened for `keyed`. */
+  private async link(keyed: Keyed, decision: Decision): Promise<void> {
+    await this.links.set(keyed.linkKey, { approvalId: decision.approval!.approval_id, toolCallId: keyed.call.toolCallId });
+  }
+
+  /** `keyed` repeated under the tool call id its approval is bound to. */
+  private boundTo(keyed: Keyed, link: ApprovalLink): Keyed {
+    return { ...keyed, call: { ...keyed.call, toolCallId: link.toolCallId } };
+  }
+
+  private async decide(
+    { call, version, key, header }: Keyed,
+    { approval, dryRun }: { approval?: { approval_id: string; grant: string }; dryRun?: boolean } = {},
+  ): Promise<Decision> {
     const context = this.options.context?.(call);
     return this.client.decide({
       tool: call.toolName,
       version,
       toolCallId: wireCallId(call.toolCallId),
       input: call.input as Record<string, unknown>,
-      ...(keyed ? { idempotencyKey: (this.options.idempotencyKey ?? defaultKey)(call) } : {}),
+      ...(header && key !== undefined && !dryRun ? { idempotencyKey: key } : {}),
       ...(context !== undefined ? { context } : {}),
       ...(approval !== undefined ? { approval } : {}),
+      ...(dryRun ? { dryRun } : {}),
     });
   }
 
-  private async isMutating(toolName: string, version: string): Promise<boolean> {
+  private async contract(toolName: string, version: string): Promise<ToolContract | undefined> {
     this.contracts ??= this.client.listTools().then(
       tools => new Map(tools.map(t => [`${t.name}@${t.version}`, t])),
       error => {
@@ -255,43 +343,56 @@ export class Toolgate {
         throw error;
       },
     );
-    return (await this.contracts).get(`${toolName}@${version}`)?.mutating ?? true;
+    return (await this.contracts).get(`${toolName}@${version}`);
   }
 
-  /** The SDK status of a decision; an allow is handed to the call's `execute`. */
-  private async status(call: GatewayCall, decision: Decision): Promise<ToolApprovalStatus> {
+  /** The SDK status of a decision; an allow is handed to the call's `execute` (by the SDK's tool call id). */
+  private async status(keyed: Keyed, decision: Decision, toolCallId = keyed.call.toolCallId): Promise<ToolApprovalStatus> {
     switch (decision.decision) {
       case 'allow':
-        this.handoff.set(call.toolCallId, decision);
+        this.handoff.set(toolCallId, decision);
         return decision.ai_sdk_status === 'approved' ? { type: 'approved', reason: joined(decision.reasons) } : 'not-applicable';
       case 'deny':
         return { type: 'denied', reason: joined(decision.reasons) };
       case 'user-approval':
-        await this.links.set(call.toolCallId, { approvalId: decision.approval!.approval_id });
+        await this.link(keyed, decision);
         return { type: 'user-approval', reason: decision.approval!.request_reason };
     }
   }
 
   /** The approval-response turn: the grant (read as the requester) makes the call allowed once. */
-  private async decideApproved(call: GatewayCall): Promise<ToolApprovalStatus> {
-    let link = await this.links.get(call.toolCallId);
+  private async decideApproved(keyed: Keyed): Promise<ToolApprovalStatus> {
+    const sdkCallId = keyed.call.toolCallId;
+    let link = await this.links.get(keyed.linkKey);
     if (link === undefined) {
-      const decision = await this.decide(call);
-      if (decision.decision !== 'user-approval') return this.status(call, decision);
-      link = { approvalId: decision.approval!.approval_id };
-      await this.links.set(call.toolCallId, link);
+      const decision = await this.decide(keyed);
+      if (decision.decision !== 'user-approval') return this.status(keyed, decision);
+      await this.link(keyed, decision);
+      link = { approvalId: decision.approval!.approval_id, toolCallId: sdkCallId };
     }
+    const bound = this.boundTo(keyed, link);
     let grant = link.grant;
     if (grant === undefined) {
       const shown = await this.client.getApproval(link.approvalId);
       const refusal = refusalOf(shown);
-      if (refusal !== undefined) return { type: 'denied', reason: refusal };
+      if (refusal !== undefined) return await this.settledInstead(bound, sdkCallId) ?? { type: 'denied', reason: refusal };
       grant = shown.grant!;
-      await this.links.set(call.toolCallId, { approvalId: link.approvalId, grant });
+      await this.links.set(keyed.linkKey, { ...link, grant });
     }
-    const decision = await this.decide(call, { approval_id: link.approvalId, grant });
+    const decision = await this.decide(bound, { approval: { approval_id: link.approvalId, grant } });
     if (decision.decision === 'user-approval') return { type: 'denied', reason: decision.approval!.request_reason };
-    return this.status(call, decision);
+    return this.status(bound, decision, sdkCallId);
+  }
+
+  /**
+   * A call whose grant is gone (used, in another process) may have run already: its key then
+   * replays the stored result (the gateway opens no new approval for a settled key).
+   */
+  private async settledInstead(keyed: Keyed, sdkCallId: string): Promise<ToolApprovalStatus | undefined> {
+    if (keyed.key === undefined) return undefined;
+    const decision = await this.decide(keyed);
+    if (decision.decision !== 'allow' || decision.idempotency?.state !== 'replayed') return undefined;
+    return this.status(keyed, decision, sdkCallId);
   }
 
   private async runGuarded(
@@ -304,15 +405,15 @@ export class Toolgate {
     let decision = this.handoff.get(call.toolCallId);
     this.handoff.delete(call.toolCallId);
     if (decision === undefined) {
-      const link = await this.links.get(call.toolCallId);
-      decision = await this.decide(call, link?.grant ? { approval_id: link.approvalId, grant: link.grant } : undefined);
+      const [asked, decided] = await this.decideLinked(await this.keyed(call, conversationBefore(options.messages, call.toolCallId)));
+      if (decided.decision === 'user-approval') await this.link(asked, decided);
+      decision = decided;
     }
     if (decision.decision === 'deny') {
       throw new ToolgateDeniedError({ toolName, reasons: decision.reasons, decisionId: decision.decision_id });
     }
     if (decision.decision === 'user-approval') {
       const approval = decision.approval!;
-      await this.links.set(call.toolCallId, { approvalId: approval.approval_id });
       throw new ToolgateApprovalRequiredError({ toolName, approvalId: approval.approval_id, reason: approval.request_reason });
     }
     const idempotency = decision.idempotency;

@@ -69,6 +69,8 @@ export interface ToolContract {
   name: string;
   version: string;
   mutating: boolean;
+  /** The input member that carries the call's idempotency key (e.g. `clientMutationId`). */
+  idempotency_key_field?: string | null;
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

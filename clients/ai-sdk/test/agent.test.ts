@@ -10,7 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import { type ModelMessage, tool, ToolLoopAgent } from 'ai';
 import { z } from 'zod';
 
-import { createToolgate, ToolgateApprovalRequiredError, ToolgateDeniedError } from '@toolgate/ai-sdk';
+import { createToolgate, derivedKey, ToolgateApprovalRequiredError, ToolgateDeniedError } from '@toolgate/ai-sdk';
 import {
   auditRecords, callId, closedPort, eventsOf, type LiveGateway, scriptedModel, startGateway, textStep, toolCallStep, type Step,
 } from './support.js';
@@ -84,7 +84,7 @@ describe('ToolLoopAgent with toolgate', () => {
     assert.deepEqual(toolResults(result.responseMessages)[0]?.output, {
       type: 'json', value: { path: '/srv/reports/q1.csv', bytes: 1234 },
     });
-    assert.equal(result.content.filter(p => p.type === 'tool-approval-request').length, 0);
+    assert.equal(result.content.filter(p => p.type === 'tool-approval-request' && !p.isAutomatic).length, 0);
   });
 
   test('deny: the denied call never reaches execute; the model sees the reason', async () => {
@@ -142,7 +142,7 @@ describe('ToolLoopAgent with toolgate', () => {
 
     const retried = await agent.generate({ messages: answerTurn });
     assert.equal(runs.processPayment, 1, 'the retried approval turn must not pay twice');
-    assert.deepEqual(eventsOf(await auditRecords(gateway, `aisdk:${id}`)), [
+    assert.deepEqual(eventsOf(await auditRecords(gateway, derivedKey('processPayment', '1', PAYMENT, prompt))), [
       'decide:false', 'decide:false', 'execution_complete:false', 'decide:true',
     ]);
     assert.deepEqual(toolResults(retried.responseMessages).find(p => p.toolCallId === id)?.output, paid?.output);
@@ -181,25 +181,26 @@ describe('ToolLoopAgent with toolgate', () => {
     });
   });
 
-  test('a retried step executes the tool exactly once', async () => {
+  test('a retried step executes the tool exactly once (the contract key field is the key)', async () => {
     const id = callId('ticket');
     const ticket = { title: 'Printer jammed', description: 'Floor 3.', priority: 'high', clientMutationId: randomUUID() };
+    const regenerated = callId('ticket');
     const { agent, runs } = agentFor(gateway.tokens.agent, [
       toolCallStep(id, 'createTicket', ticket),
       new Error('the model provider failed after the tool ran'),
-      toolCallStep(id, 'createTicket', ticket),  // the retried step proposes the same call
+      toolCallStep(regenerated, 'createTicket', ticket),  // the retried step: the same call, a new id
       textStep('created'),
     ]);
     await assert.rejects(agent.generate({ prompt: 'open a ticket' }), /the model provider failed/);
     assert.equal(runs.createTicket, 1);
     const retried = await agent.generate({ prompt: 'open a ticket' });
     assert.equal(runs.createTicket, 1, 'the retried step must replay, not create a second ticket');
-    assert.deepEqual(toolResults(retried.responseMessages).find(p => p.toolCallId === id)?.output, {
+    assert.deepEqual(toolResults(retried.responseMessages).find(p => p.toolCallId === regenerated)?.output, {
       type: 'json', value: { id: 'T-1', title: 'Printer jammed', status: 'open', priority: 'high' },
     });
     assert.equal(retried.text, 'created');
     // the gateway's own record: reserved once, completed once, the retry replayed
-    assert.deepEqual(eventsOf(await auditRecords(gateway, `aisdk:${id}`)), [
+    assert.deepEqual(eventsOf(await auditRecords(gateway, ticket.clientMutationId)), [
       'decide:false', 'execution_complete:false', 'decide:true',
     ]);
   });
@@ -227,5 +228,148 @@ describe('ToolLoopAgent with toolgate', () => {
     const output = toolResults(result.responseMessages)[0]?.output as { type: string; reason: string };
     assert.equal(output.type, 'execution-denied');
     assert.equal(output.reason, 'toolgate could not decide: AI_ToolgateNetworkError');
+  });
+});
+
+/** A `fetch` that remembers the `Idempotency-Key` header of every `POST /v1/decide`. */
+function recordingFetch(keys: Array<string | null>): typeof fetch {
+  return async (input, init) => {
+    if (String(input).endsWith('/v1/decide')) keys.push(new Headers(init?.headers).get('Idempotency-Key'));
+    return fetch(input, init);
+  };
+}
+
+/** The pending approvals of `toolCallIds` (read as the approver). */
+async function pendingFor(toolCallIds: string[]): Promise<string[]> {
+  const response = await fetch(`${gateway.url}/v1/approvals?state=pending&limit=500`, {
+    headers: { Authorization: `Bearer ${gateway.tokens.approver}` },
+  });
+  const body = (await response.json()) as { approvals: Array<{ approval_id: string; tool_call_id: string }> };
+  return body.approvals.filter(a => toolCallIds.includes(a.tool_call_id)).map(a => a.approval_id);
+}
+
+describe('issue 24: each call runs exactly once', () => {
+  test('a regenerated step (new tool call id) replays under the derived key', async () => {
+    const first = callId('pay-small');
+    const payment = { amount: 50, currency: 'EUR', recipient: 'acct_42' };
+    const { agent, runs } = agentFor(gateway.tokens.admin, [
+      toolCallStep(first, 'processPayment', payment),
+      new Error('the model provider failed after the tool ran'),
+      toolCallStep(callId('pay-small'), 'processPayment', payment),
+      textStep('paid'),
+    ]);
+    const prompt: ModelMessage[] = [{ role: 'user', content: `pay 50 EUR to acct_42 (${first})` }];
+    await assert.rejects(agent.generate({ messages: prompt }), /the model provider failed/);
+    await agent.generate({ messages: prompt });
+    assert.equal(runs.processPayment, 1, 'the regenerated step must not pay twice');
+    assert.deepEqual(eventsOf(await auditRecords(gateway, derivedKey('processPayment', '1', payment, prompt))), [
+      'decide:false', 'execution_complete:false', 'decide:true',
+    ]);
+  });
+
+  test("the contract's key field is never overridden by an Idempotency-Key header", async () => {
+    const keys: Array<string | null> = [];
+    const toolgate = createToolgate({ baseUrl: gateway.url, token: gateway.tokens.agent, fetch: recordingFetch(keys) });
+    const { runs, tools } = countedTools();
+    const ticket = { title: 'Door', description: 'Stuck.', priority: 'low', clientMutationId: randomUUID() };
+    const agent = new ToolLoopAgent({
+      model: scriptedModel([toolCallStep(callId('t'), 'createTicket', ticket), textStep('ok')]),
+      tools: toolgate.guardTools(tools), toolApproval: toolgate.toolApproval,
+    });
+    await agent.generate({ prompt: 'open a ticket' });
+    assert.equal(runs.createTicket, 1);
+    assert.deepEqual(keys, [null]);
+    assert.deepEqual(eventsOf(await auditRecords(gateway, ticket.clientMutationId)), ['decide:false', 'execution_complete:false']);
+  });
+
+  test("a tool's needsApproval still asks a person when the gateway allows; the approved call runs once", async () => {
+    const toolgate = createToolgate({ baseUrl: gateway.url, token: gateway.tokens.agent });
+    const { runs, tools } = countedTools();
+    const asked: string[] = [];
+    const guarded = toolgate.guardTools({
+      readFile: { ...tools.readFile, needsApproval: true },
+      createTicket: { ...tools.createTicket, needsApproval: async (input: { priority: string }) => (asked.push(input.priority), input.priority === 'high') },
+    });
+    const id = callId('read-ask');
+    const ticket = { title: 'Low', description: 'Minor.', priority: 'low', clientMutationId: randomUUID() };
+    const agent = new ToolLoopAgent({
+      model: scriptedModel([
+        { ...toolCallStep(id, 'readFile', { path: '/srv/reports/q1.csv' }),
+          content: [...toolCallStep(id, 'readFile', { path: '/srv/reports/q1.csv' }).content,
+            ...toolCallStep(callId('low'), 'createTicket', ticket).content] },
+        textStep('read it'),
+      ]),
+      tools: guarded, toolApproval: toolgate.toolApproval,
+    });
+    const prompt: ModelMessage[] = [{ role: 'user', content: 'read q1 and file a low ticket' }];
+    const first = await agent.generate({ messages: prompt });
+    const requests = first.content.filter(p => p.type === 'tool-approval-request');
+    assert.deepEqual(requests.map(r => [r.toolCall.toolName, r.reason]), [['readFile', "this tool asks for a person's approval"]]);
+    assert.deepEqual([runs.readFile, runs.createTicket, asked], [0, 1, ['low']]);
+
+    const second = await agent.generate({ messages: [...prompt, ...first.responseMessages,
+      { role: 'tool', content: [{ type: 'tool-approval-response', approvalId: requests[0]!.approvalId, approved: true }] }] });
+    assert.equal(runs.readFile, 1);
+    assert.equal(second.text, 'read it');
+  });
+
+  test('needsApproval never loosens a denial: the gateway denies, nobody is asked', async () => {
+    const toolgate = createToolgate({ baseUrl: gateway.url, token: gateway.tokens.agent });
+    const { runs, tools } = countedTools();
+    const agent = new ToolLoopAgent({
+      model: scriptedModel([toolCallStep(callId('deny-ask'), 'processPayment', PAYMENT), textStep('no')]),
+      tools: toolgate.guardTools({ processPayment: { ...tools.processPayment, needsApproval: true } }),
+      toolApproval: toolgate.toolApproval,
+    });
+    const result = await agent.generate({ prompt: 'pay' });
+    assert.equal(result.content.filter(p => p.type === 'tool-approval-request' && !p.isAutomatic).length, 0);
+    assert.deepEqual(toolResults(result.responseMessages)[0]?.output, {
+      type: 'execution-denied', reason: 'role support_agent may not use tool processPayment',
+    });
+    assert.equal(runs.processPayment, 0);
+  });
+
+  test('a regenerated step waiting for approval reuses the pending approval; the approved call runs once', async () => {
+    const first = callId('pay-wait');
+    const second = callId('pay-wait');
+    const { agent, runs, toolgate } = agentFor(gateway.tokens.admin, [
+      toolCallStep(first, 'processPayment', PAYMENT),
+      toolCallStep(second, 'processPayment', PAYMENT),  // the turn retried: a new id for the same call
+      textStep('paid'),
+    ]);
+    const prompt: ModelMessage[] = [{ role: 'user', content: `pay 1500 EUR to acct_42 (${first})` }];
+    await agent.generate({ messages: prompt });
+    const retried = await agent.generate({ messages: prompt });
+    const request = retried.content.find(p => p.type === 'tool-approval-request')!;
+    assert.equal((await pendingFor([first, second])).length, 1, 'one pending approval for one call');
+
+    const turn: ModelMessage[] = [...prompt, ...retried.responseMessages,
+      { role: 'tool', content: [{ type: 'tool-approval-response', approvalId: request.approvalId, approved: true }] }];
+    assert.deepEqual((await toolgate.answerApprovals(turn, { token: gateway.tokens.approver })).map(a => a.state), ['approved']);
+    const paid = await agent.generate({ messages: turn });
+    assert.equal(runs.processPayment, 1);
+    assert.equal(paid.text, 'paid');
+  });
+
+  test('a settled approved call retried in a new process replays instead of waiting for an approver again', async () => {
+    const id = callId('pay-elsewhere');
+    const { agent, runs, toolgate } = agentFor(gateway.tokens.admin, [toolCallStep(id, 'processPayment', PAYMENT), textStep('paid')]);
+    const prompt: ModelMessage[] = [{ role: 'user', content: `pay 1500 EUR to acct_42 (${id})` }];
+    const first = await agent.generate({ messages: prompt });
+    const request = first.content.find(p => p.type === 'tool-approval-request')!;
+    const turn: ModelMessage[] = [...prompt, ...first.responseMessages,
+      { role: 'tool', content: [{ type: 'tool-approval-response', approvalId: request.approvalId, approved: true }] }];
+    await toolgate.answerApprovals(turn, { token: gateway.tokens.approver });
+    await agent.generate({ messages: turn });
+    assert.equal(runs.processPayment, 1);
+
+    // Another process: no approval links, the same turn again (a serverless retry).
+    const other = agentFor(gateway.tokens.admin, [textStep('paid (again)')]);
+    const again = await other.agent.generate({ messages: turn });
+    assert.equal(other.runs.processPayment, 0, 'the payment was made: it must not run again');
+    assert.deepEqual(toolResults(again.responseMessages).find(p => p.toolCallId === id)?.output, {
+      type: 'json', value: { amount: 1500, payment: 'pm-1' },
+    });
+    assert.deepEqual(await pendingFor([id]), []);
   });
 });

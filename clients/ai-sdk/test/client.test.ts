@@ -14,6 +14,7 @@ import { z } from 'zod';
 
 import {
   createToolgate,
+  derivedKey,
   executableInput,
   type RetryEvent,
   RetryableToolError,
@@ -95,11 +96,12 @@ describe('guarded execute reports outcomes', () => {
       },
     }));
     const id = callId('del');
-    await assert.rejects(Promise.resolve(deleteFile.execute!({ path: '/srv/tmp/y' }, options(id))), RetryableToolError);
-    assert.deepEqual(await deleteFile.execute!({ path: '/srv/tmp/y' }, options(id)), { deleted: '/srv/tmp/y' });
-    assert.deepEqual(await deleteFile.execute!({ path: '/srv/tmp/y' }, options(id)), { deleted: '/srv/tmp/y' });
+    const path = `/srv/tmp/${id}`;
+    await assert.rejects(Promise.resolve(deleteFile.execute!({ path }, options(id))), RetryableToolError);
+    assert.deepEqual(await deleteFile.execute!({ path }, options(id)), { deleted: path });
+    assert.deepEqual(await deleteFile.execute!({ path }, options(callId('del'))), { deleted: path });  // a regenerated id
     assert.equal(runs, 2);
-    assert.deepEqual(eventsOf(await auditRecords(gateway, `aisdk:${id}`)), [
+    assert.deepEqual(eventsOf(await auditRecords(gateway, derivedKey('deleteFile', '1', { path }, []))), [
       'decide:false', 'execution_fail:false', 'decide:false', 'execution_complete:false', 'decide:true',
     ]);
   });

@@ -17,6 +17,13 @@ secret_patterns := {
 	"private_key": `-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----`,
 	"jwt": `\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{16,}`,
 	"bearer_token": `(?i)\bbearer\s+[A-Za-z0-9._~+/-]{20,}=*`,
+	# A one-time or card code named in words: "security code 463820", "PIN: 1234", "the
+	# verification code is 482913", "CVV 123".
+	"verification_code": concat("", [
+		`(?i)\b(?:(?:security|verification|one[- ]time|otp|2fa|mfa|auth(?:entication)?|login|sign[- ]in|access|`,
+		`confirmation|backup|recovery)[ -]?(?:code|pin|passcode)|passcode|pin|otp|cvv2?|cvc)\b`,
+		`[\s:=#-]*(?:(?:is|was)[\s:=#-]*)?[0-9]{3,8}\b`,
+	]),
 }
 
 # The kinds of credentials found in `text` (a set of secret_patterns keys).

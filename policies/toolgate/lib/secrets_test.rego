@@ -13,12 +13,19 @@ test_secrets_in_text if {
 		"bearer_token": "Authorization: Bearer abcdefghijklmnopqrstuvwxyz012345",
 		"slack_token": "xoxb-1234567890-abcdefghij",
 		"google_api_key": "AIzaSyA1234567890abcdefghijklmnopqrstuv",
+		"verification_code": "Your security code 463820 expires in 10 minutes",
 	}
 	every kind, text in cases {
 		fixtures.same([kind, lib.secrets_in(text)], [kind, {kind}])
 		lib.has_secret(text)
 	}
 	fixtures.same(lib.secrets_in("an ordinary sentence about keys and tokens"), set())
+	every text in ["PIN: 1234", "the verification code is 482913", "CVV 123", "one-time passcode 55120"] {
+		fixtures.same([text, lib.secrets_in(text)], [text, {"verification_code"}])
+	}
+	every text in ["the code is 1234", "access 2024 reports", "pinned 3 issues", "2fa is on since 2023"] {
+		fixtures.same([text, lib.secrets_in(text)], [text, set()])
+	}
 	not lib.has_secret(42)
 }
 

@@ -32,8 +32,17 @@ url_parts(u) := {
 	some m in regex.find_all_string_submatch_n(_url_pattern, replace(u, "\\", "/"), 1)
 }
 
-# The host of URL `u` (lowercase, no trailing dot); undefined when `u` is not a URL.
+# The host of URL `u` (lowercase, no trailing dot). A URL without a scheme ("www.x.com/a",
+# "//x.com", "10.0.0.5:8080") is read as a browser's address bar reads it, as http://;
+# undefined for anything else ("/relative", "", a number).
 url_host(u) := url_parts(u).host
+
+url_host(u) := url_parts(concat("", ["http://", trim_prefix(slashed, "//")])).host if {
+	is_string(u)
+	slashed := replace(u, "\\", "/")
+	not regex.match(`^[A-Za-z][A-Za-z0-9+.-]*://`, slashed)
+	regex.match(`^(?://)?[^/?#\s@:][^/?#\s]*`, slashed)
+}
 
 _host_normalize(h) := trim_suffix(lower(_percent_decoded(h)), ".")
 

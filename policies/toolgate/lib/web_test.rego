@@ -21,6 +21,19 @@ test_url_host_tricks if {
 	fixtures.same(lib.url_host("https://evil.com#@trusted.com"), "evil.com")
 }
 
+# A host typed without a scheme is still a host (a deny of internal hosts must see it).
+test_url_host_without_a_scheme if {
+	fixtures.same(lib.url_host("www.x.com"), "www.x.com")
+	fixtures.same(lib.url_host("WWW.X.com./a?b=1"), "www.x.com")
+	fixtures.same(lib.url_host("//evil.com/x"), "evil.com")
+	fixtures.same(lib.url_host("10.0.0.5:8080/admin"), "10.0.0.5")
+	fixtures.same(lib.url_host("trusted.com@evil.com/"), "evil.com")
+	lib.host_is_internal(lib.url_host("169.254.169.254/latest/meta-data"))
+	every u in ["/relative", "", " x.com", 42, "a\nb.com"] {
+		not lib.url_host(u)
+	}
+}
+
 test_url_parts_undefined_for_non_urls if {
 	every u in ["example.com/a", "/relative", "mailto:a@b.c", "", 42, "http://a\nb.com/"] {
 		not lib.url_parts(u)

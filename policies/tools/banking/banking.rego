@@ -78,6 +78,9 @@ governs["update_scheduled_transaction"] := {"versions": ["1"]}
 
 governs["update_password"] := {"versions": ["1"]}
 
+# The session facts its rules read (docs/session.md "Facts on demand").
+session_reads := {"session.conversation.labels", "session.conversation.trusted_counterparties"}
+
 approver_roles := ["account_holder"]
 
 # The account holder confirms her own transfers: a policy decision, so the gateway accepts her

@@ -13,4 +13,7 @@ package tools.commands
 
 governs["runCommand"] := {"versions": ["1"]}
 
+# The session facts its rules read (docs/session.md "Facts on demand"): none.
+session_reads := set()
+
 approval_required contains {"rule": "shell_command", "message": "running a shell command needs approval"}

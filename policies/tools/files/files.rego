@@ -31,6 +31,9 @@ governs["readFile"] := {"versions": ["1"]}
 
 governs["deleteFile"] := {"versions": ["1"]}
 
+# The session facts its rules read (docs/session.md "Facts on demand").
+session_reads := {"session.conversation.calls", "session.subject.calls", "session.windows"}
+
 # --- settings (paths normalized; deny-lists in lowercase: files_test checks both) ----------
 
 read_roots := {"/srv"}
@@ -85,12 +88,19 @@ quotable if {
 
 segments := lib.path_segments(path)
 
-# The path and every folder above it: "/srv/a/b" -> {"/srv", "/srv/a", "/srv/a/b"}.
+# The path and the folders above it, as deep as the listed paths they are compared with go:
+# "/srv/a/b" -> {"/srv", "/srv/a", "/srv/a/b"}. Deeper prefixes can match none of them, and
+# making every one of a long path's (2,000 segments in 4 KB) costs quadratic time.
 prefixes contains concat("/", array.concat([""], array.slice(segments, 0, n))) if {
 	lib.path_absolute(path)
-	some n in numbers.range(1, count(segments))
+	some n in numbers.range(1, min([count(segments), listed_depth]))
 	n > 0
 }
+
+# The most segments of a path in the lists (roots, secret paths, pseudo-filesystems).
+listed_depth := max({count(lib.path_segments(p)) |
+	some p in (((read_roots | delete_roots) | secret_paths) | pseudo_fs_roots)
+})
 
 lower_prefixes contains lower(p) if some p in prefixes
 

@@ -308,3 +308,16 @@ test_percent_encoded_and_lookalike_paths_denied if {
 	}
 	fixtures.expect(read(fixtures.agent, "/srv/reports/r\u00E9sum\u00E9 100%.csv"), {"decision": "allow"})
 }
+
+# --- cost: a long path ---------------------------------------------------------------------
+
+# A path of many segments is compared with the lists down to their depth only (its prefixes
+# below cannot match), so its cost grows with its length, not with its length squared.
+test_a_deep_path_makes_no_more_prefixes_than_the_lists_are_deep if {
+	deep := concat("", ["/srv/", concat("/", [format_int(n, 10) | some n in numbers.range(1, 2000)]), "/x.txt"])
+	found := files.prefixes with input as read(fixtures.agent, deep)
+	count(found) == files.listed_depth
+	found == {"/srv", "/srv/1", "/srv/1/2"}
+	fixtures.expect(read(fixtures.agent, deep), {"decision": "allow", "rules": {"files.read_under_root"}})
+	fixtures.expect(read(fixtures.agent, concat("", [deep, "/id_rsa"])), {"decision": "deny"})
+}

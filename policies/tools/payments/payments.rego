@@ -19,6 +19,9 @@ import data.toolgate.lib
 
 governs["processPayment"] := {"versions": ["1"]}
 
+# The session facts its rules read (docs/session.md "Facts on demand"): none.
+session_reads := set()
+
 approver_roles := ["approver"]
 
 # Payments above this amount need approval, unless the tenant sets limits.payment_approval_amount.

@@ -17,6 +17,9 @@ import data.toolgate.lib
 
 governs["exportReport"] := {"versions": ["1"]}
 
+# The session facts its rules read (docs/session.md "Facts on demand"): none.
+session_reads := set()
+
 # The longest range, unless the tenant sets limits.export_max_days.
 default_max_days := 366
 

@@ -13,4 +13,7 @@ package tools.tickets
 
 governs["createTicket"] := {"versions": ["1"]}
 
+# The session facts its rules read (docs/session.md "Facts on demand"): none.
+session_reads := set()
+
 allow contains {"rule": "valid_ticket", "message": "a ticket that matches its contract"}

@@ -19,6 +19,10 @@ import data.toolgate.lib
 # The tools this family governs: only calls of these reach its rules.
 governs["sendEmail"] := {"versions": ["1"]}
 
+# The session facts its rules read (input.session / input.history members, docs/session.md
+# "Facts on demand"): none. The gateway builds only these; `toolgate policy check` verifies it.
+session_reads := set()
+
 # Who may approve this family's approval_required rules.
 approver_roles := ["mail_approver"]
 
