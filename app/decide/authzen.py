@@ -35,15 +35,16 @@ import json
 from collections.abc import Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from app.auth.claims import identity_text
 from app.bodies import parse_body
 from app.deadline import Deadline
+from app.decide import session_step
 from app.decide.deps import Deps
 from app.decide.phases import Phases
 from app.decide.pipeline import decide
-from app.decide.stages import DecideCall, Progress
+from app.decide.stages import DecideCall, Decided, Progress
 from app.errors import DependencyUnavailable, Forbidden, RateLimited, ToolgateError, Unauthenticated, ValidationFailed
 from app.models import DecideResponse, Subject
 
@@ -87,7 +88,7 @@ class EvaluationOptions(BaseModel):
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
-    include_context: bool | None = None
+    include_context: StrictBool | None = None
 
 
 class EvaluationRequest(BaseModel):
@@ -203,7 +204,11 @@ class Evaluator:
         self._traceparent = traceparent
         self._deadline = Deadline(deps.settings.request_deadline_ms)
 
-    def _evaluate(self, request: EvaluationRequest, *, with_context: bool) -> dict[str, Any]:
+    def _evaluate(
+        self, request: EvaluationRequest, *, with_context: bool, decided: list[Decided] | None = None
+    ) -> dict[str, Any]:
+        """One evaluation as an enforced dry-run decide call; its ``Decided`` stage is appended to
+        ``decided`` (when given) so that a batch that fails later can give back what it took."""
         call = DecideCall(
             request_id=self._request_id,
             authorization=self._authorization,
@@ -212,7 +217,11 @@ class Evaluator:
             asserted_subject=asserted_subject(self._subject, request, self._deps.settings.authzen_pep_role),
             enforced=True,
         )
-        return decision_of(decide(self._deps, Progress(call), Phases()), with_context=with_context)
+        progress = Progress(call)
+        answer = decision_of(decide(self._deps, progress, Phases()), with_context=with_context)
+        if decided is not None and isinstance(progress.stage, Decided):
+            decided.append(progress.stage)
+        return answer
 
     def _with_context(self, options: EvaluationOptions) -> bool:
         chosen = options.include_context
@@ -231,7 +240,9 @@ class Evaluator:
         (stopping early for the short-circuit semantics), or one decision when the request has
         no ``evaluations``. An evaluation that is refused (400, 403, 422, 409) is ``false`` with
         the error in its context; a rejected token (401), a full rate limit (429), an outage or
-        the request deadline (503) fail the whole request, the rest left unevaluated. More than
+        the request deadline (503) fail the whole request, the rest left unevaluated, and the
+        evaluations already decided give back their limit shares (their answers are never
+        delivered, so none of their budget may stay spent; their rate-limit slots do). More than
         ``TOOLGATE_AUTHZEN_MAX_EVALUATIONS`` evaluations: ``ValidationFailed`` (413), none run."""
         request: EvaluationsRequest = _parse(EvaluationsRequest, body)
         if not request.evaluations:
@@ -248,18 +259,24 @@ class Evaluator:
             "deny_on_first_deny": lambda decided: not decided,
             "permit_on_first_permit": lambda decided: decided,
         }[semantic]
-        answers = []
-        for position, item in enumerate(request.evaluations):
-            self._deadline.check()
-            try:
-                answer = self._evaluate(_merged(request, item, position), with_context=with_context)
-            except (DependencyUnavailable, Unauthenticated, RateLimited):
-                raise
-            except ToolgateError as error:
-                answer = _error_decision(error, with_context=with_context)
-            answers.append(answer)
-            if stop(answer["decision"]):
-                break
+        answers: list[dict[str, Any]] = []
+        decided: list[Decided] = []
+        try:
+            for position, item in enumerate(request.evaluations):
+                self._deadline.check()
+                try:
+                    answer = self._evaluate(_merged(request, item, position), with_context=with_context, decided=decided)
+                except (DependencyUnavailable, Unauthenticated, RateLimited):
+                    raise
+                except ToolgateError as error:
+                    answer = _error_decision(error, with_context=with_context)
+                answers.append(answer)
+                if stop(answer["decision"]):
+                    break
+        except ToolgateError:
+            for stage in decided:
+                session_step.give_back(stage, session_step.Admitted(stage.decision, stage.shares), self._deps.sessions)
+            raise
         return {"evaluations": answers}
 
 

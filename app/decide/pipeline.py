@@ -140,7 +140,9 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
         # The approval that let the call through may be a standing grant found after the policy.
         advance(
             replace(prepared, presented=outcome.presented), Decided, decision=decision, approval=outcome.approval,
-            idempotency=idempotency, response=response, noted=shares is not None, shares=shares or (),
+            idempotency=idempotency, response=response, noted=shares is not None,
+            # A dry run notes no event; an enforced one (AuthZEN) still holds what admission reserved.
+            shares=shares if shares is not None else admitted.shares,
             evaluation=evaluation,
         )
     )
@@ -248,6 +250,8 @@ def _release_unrecorded(deps: Deps, decided: Decided) -> None:
     _release_key(deps, decided, decided.idempotency)
     if decided.noted:
         session_step.forget(decided, decided.shares, deps.sessions)
+    elif decided.shares:
+        session_step.give_back(decided, session_step.Admitted(decided.decision, decided.shares), deps.sessions)
 
 
 def _release_key(deps: Deps, stage: Prepared, reserved: IdempotencyInfo | None) -> None:

@@ -208,8 +208,9 @@ class Evaluation:
 @dataclass(frozen=True)
 class Decided(Prepared):
     """The final decision and the response that carries it; ``noted``: the call's event is in
-    the session (not for a dry run), holding ``shares`` of its limits; ``evaluation`` None when
-    the policy was not asked (a refused presented approval)."""
+    the session (not for a dry run), holding ``shares`` of its limits (an enforced dry run holds
+    its shares without an event); ``evaluation`` None when the policy was not asked (a refused
+    presented approval)."""
 
     decision: PolicyDecision
     approval: ApprovalInfo | None

@@ -230,6 +230,15 @@ def test_options_include_context_false_answers_the_decision_alone(client) -> Non
     assert single.get_json() == {"decision": True}
 
 
+@pytest.mark.parametrize("value", ["yes", "no", "off", "true", 0, 1])
+def test_options_include_context_takes_only_a_json_boolean(client, value) -> None:
+    """``"yes"`` or ``0`` is refused, as decide refuses ``"dry_run": "yes"``; never read as a
+    boolean."""
+    for path, body in (("/access/v1/evaluation", EVALUATION), ("/access/v1/evaluations", THREE_DOCUMENTS)):
+        response = client.post(path, json={**body, "options": {"include_context": value}}, headers=reader())
+        assert_error(response, 400, "VALIDATION_ERROR", retryable=False, path=["/options/include_context"])
+
+
 def test_the_setting_drops_context_and_a_request_may_ask_for_it_back(make_app) -> None:
     client = make_app(policy_dir=POLICIES, contracts_dir=CONTRACTS, authzen_decision_context=False).test_client()
     refused = {"evaluations": [{**EVALUATION, "subject": {"type": "user", "id": "bob@example.com"}}]}

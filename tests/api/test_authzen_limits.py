@@ -132,3 +132,17 @@ def test_production_takes_the_metadata_address_from_its_settings_only(make_app) 
     client = make_app(authzen_pdp_url="https://pdp.toolgate.test").test_client()
     metadata = client.get("/.well-known/authzen-configuration", base_url="https://attacker.example").get_json()
     assert metadata["access_evaluation_endpoint"] == "https://pdp.toolgate.test/access/v1/evaluation"
+
+
+def test_a_batch_that_fails_part_way_gives_back_what_its_decided_evaluations_took(make_app) -> None:
+    """A full rate limit stops a batch of 1,000 EUR payments after 51 evaluations (429 for the
+    whole request), 50 of them allowed, which spent the whole 50,000 budget: none of their
+    answers is delivered, so none of it stays spent."""
+    client = make_app(rate_limit_per_subject="51/60s").test_client()
+    batch = {**tool_evaluation("processPayment", PAYMENT), "evaluations": [{}] * 60}
+    response = client.post("/access/v1/evaluations", json=batch, headers=auth(*ADMIN))
+    assert_error(response, 429, "RATE_LIMITED", retryable=True)
+    time.sleep(1.3)  # the next slot of 51/60s
+    answer = client.post("/v1/decide", json={**decide_body("processPayment", PAYMENT), "dry_run": True},
+                         headers=auth(*ADMIN)).get_json()
+    assert answer["decision"] == "allow", answer["reasons"]
