@@ -49,6 +49,7 @@ Metrics (all counters end in ``_total``):
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import REGISTRY as DEFAULT_REGISTRY
@@ -134,6 +135,17 @@ SESSION_LIMITS = Counter(
 )
 RATE_LIMITED = Counter("toolgate_rate_limited_total", "Decide calls refused with 429 RATE_LIMITED, by the limit's scope.", ["scope"])
 _revision = [""]
+_CHILDREN: dict[tuple[object, tuple[str, ...]], Any] = {}
+
+
+def child(metric: Any, *labels: str) -> Any:
+    """``metric.labels(*labels)``, looked up once per worker: ``labels()`` checks its arguments
+    under a lock on every call, and the decide path counts several series per call."""
+    key = (metric, labels)
+    found = _CHILDREN.get(key)
+    if found is None:
+        found = _CHILDREN[key] = metric.labels(*labels)
+    return found
 
 
 def note_policy_revision(revision: str) -> None:

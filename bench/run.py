@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -173,31 +173,44 @@ def run_anchors(args: argparse.Namespace, workdir: Path, duration: float, mix: d
     }
 
 
-def parse_variant(text: str) -> tuple[str, int | None, dict[str, str]]:
-    """``NAME:KEY=VALUE,...`` -> (name, threads or None, environment). The key ``threads`` sets
-    gthreads per worker; every other key is an environment variable of the gateway
+@dataclass(frozen=True)
+class Variant:
+    """A gateway variant of ``--variant``: gthreads and workers (None: the run's) and
+    environment variables of the gateway."""
+
+    name: str
+    threads: int | None
+    workers: int | None
+    env: dict[str, str]
+
+
+def parse_variant(text: str) -> Variant:
+    """``NAME:KEY=VALUE,...`` -> its ``Variant``. The keys ``threads`` and ``workers`` set gthreads
+    per worker and gunicorn workers; every other key is an environment variable of the gateway
     (``TOOLGATE_ENGINE_GO_MAX_PROCS=1``). Raises ``ValueError`` for another shape."""
     name, sep, rest = text.partition(":")
     if not sep or not name:
         raise ValueError(f"variant {text!r} is not NAME:KEY=VALUE,...")
-    threads, env = None, {}
+    counts: dict[str, int] = {}
+    env = {}
     for pair in filter(None, rest.split(",")):
         key, eq, value = pair.partition("=")
         if not eq or not key:
             raise ValueError(f"variant {text!r}: {pair!r} is not KEY=VALUE")
-        if key == "threads":
-            threads = int(value)
+        if key in ("threads", "workers"):
+            counts[key] = int(value)
         else:
             env[key] = value
-    return name, threads, env
+    return Variant(name, counts.get("threads"), counts.get("workers"), env)
 
 
 def run_variant(args: argparse.Namespace, workdir: Path, duration: float, text: str) -> dict[str, Any]:
     """The mix at full speed against a gateway started with the variant ``text``
     (``parse_variant``) and otherwise the run's settings; its figures, settings and the largest
     worker RSS after it (MiB)."""
-    name, threads, env = parse_variant(text)
-    stack = Stack(workdir / f"variant-{name}", workers=args.workers, threads=threads or args.threads,
+    variant = parse_variant(text)
+    name, threads, env = variant.name, variant.threads, variant.env
+    stack = Stack(workdir / f"variant-{name}", workers=variant.workers or args.workers, threads=threads or args.threads,
                   worker_connections=args.worker_connections,
                   extra_env={"TOOLGATE_AUDIT_SQLITE_SYNCHRONOUS": args.audit_synchronous, **env}).start()
     try:
@@ -209,7 +222,8 @@ def run_variant(args: argparse.Namespace, workdir: Path, duration: float, text: 
         rss = worker_rss(stack)
     finally:
         stack.stop()
-    return {"name": name, "threads": threads or args.threads, "env": env, "mix": mix,
+    return {"name": name, "threads": threads or args.threads, "workers": variant.workers or args.workers, "env": env,
+            "mix": mix,
             "rss_mib": round(max(rss.values()), 1) if rss else None}
 
 

@@ -20,8 +20,8 @@ import hmac
 import json
 from collections import deque
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING, NamedTuple
 
 from app.audit.interfaces import DecisionLogReader
 from app.audit.records import GENESIS_HASH, AuditEvent, AuditRecord, ChainEntry, Checkpoint, SignedHead
@@ -49,32 +49,62 @@ def parse_content(text: str) -> object:
     return json.loads(text, parse_int=_canonical_number)
 
 
-def canonical_members(event: AuditEvent) -> dict[str, bytes]:
-    """The RFC 8785 canonical JSON of each member of ``event``'s document, by name: the slow
-    part of sealing, done before the store's write lock. Raises ``ValueError`` when a value
-    cannot be canonicalized."""
-    return {name: canonical_json(value) for name, value in event.to_doc().items()}
+#: The event document's member names, in RFC 8785 order (ASCII names: plain string order),
+#: split around where ``seal`` puts ``prev_hash`` and ``seq``.
+_NAMES = sorted(f.name for f in fields(AuditEvent))
+_BEFORE = tuple(name for name in _NAMES if name < "prev_hash")
+_BETWEEN = tuple(name for name in _NAMES if "prev_hash" < name < "seq")
+_AFTER = tuple(name for name in _NAMES if name > "seq")
+
+
+class CanonicalMembers(NamedTuple):
+    """The RFC 8785 canonical JSON of an event's document in three objects: the members whose
+    names sort before ``prev_hash``, those between ``prev_hash`` and ``seq``, and those after
+    ``seq`` (each ``{...}``, never empty: every member is always present)."""
+
+    before: bytes
+    between: bytes
+    after: bytes
+
+
+def canonical_members(event: AuditEvent) -> CanonicalMembers:
+    """The canonical JSON of ``event``'s document (``AuditEvent.to_doc``), encoded once, in the
+    three runs that ``seal`` joins with the chain fields: the slow part of sealing, done
+    before the store's write lock. Raises ``ValueError`` when a value cannot be canonicalized."""
+    values = event.__dict__
+    after = {name: values[name] for name in _AFTER}
+    after["time"] = format_us(event.time)
+    return CanonicalMembers(
+        canonical_json({name: values[name] for name in _BEFORE}),
+        canonical_json({name: values[name] for name in _BETWEEN}),
+        canonical_json(after),
+    )
 
 
 def seal(
-    event: AuditEvent, seq: int, prev_hash: str, members: dict[str, bytes] | None = None
+    event: AuditEvent, seq: int, prev_hash: str, members: CanonicalMembers | None = None
 ) -> tuple[AuditRecord, str]:
     """The record for ``event`` at position ``seq`` after ``prev_hash``, and its canonical
     content text (what the store keeps). ``members``: ``canonical_members(event)`` if already
     computed. Raises ``ValueError`` when the event cannot be canonicalized (RFC 8785).
 
-    The text is RFC 8785 of the content object, assembled from its canonical members: every
-    member name is an ASCII field name, for which RFC 8785's UTF-16 code unit order of names
-    (§3.2.3) is plain string order.
+    The text is RFC 8785 of the content object: the event's canonical members with
+    ``prev_hash`` and ``seq`` spliced in at their places in the order of names.
     """
-    body = {**(members or canonical_members(event)), "seq": canonical_json(seq), "prev_hash": canonical_json(prev_hash)}
-    text = b"{" + b",".join(canonical_json(name) + b":" + body[name] for name in sorted(body)) + b"}"
-    record = AuditRecord(**{**_event_values(event), "seq": seq, "prev_hash": prev_hash, "hash": hashlib.sha256(text).hexdigest()})
-    return record, text.decode("utf-8")
+    before, between, after = members or canonical_members(event)
+    text = b"".join((
+        before[:-1], b',"prev_hash":', canonical_json(prev_hash), b",", between[1:-1], b',"seq":', canonical_json(seq),
+        b",", after[1:],
+    ))
+    return _record(event, seq, prev_hash, hashlib.sha256(text).hexdigest()), text.decode("utf-8")
 
 
-def _event_values(event: AuditEvent) -> dict:
-    return {name: getattr(event, name) for name in event.__dataclass_fields__}
+def _record(event: AuditEvent, seq: int, prev_hash: str, hash_hex: str) -> AuditRecord:
+    """``event`` as the record at ``seq``: its values were checked when it was built, so they
+    are copied as they are rather than through ``AuditRecord.__init__`` again."""
+    record = object.__new__(AuditRecord)
+    record.__dict__.update(event.__dict__, seq=seq, prev_hash=prev_hash, hash=hash_hex)
+    return record
 
 
 def content_hash(content: dict) -> str:

@@ -66,7 +66,8 @@ class AuditEvent:
 
     What a decide call's policy saw and said, so that the call can be evaluated again
     (``policy diff``, ``policy explain``; DESIGN §6): ``policy_input`` (the policy input
-    document without ``call.input``, which is ``input``; None when the policy was not asked),
+    document without ``call.input``, which is ``input``; None when the policy was not asked; the
+    writer stores None with no ``policy_input_redacted`` when it has no RFC 8785 form),
     ``policy_input_redacted`` (JSON Pointers into the policy input whose values were replaced:
     the contract's sensitive paths under ``/call/input``, the context members not kept under
     ``/context``), ``policy_decision`` (the policy's own decision, before the approval step

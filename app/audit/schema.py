@@ -93,9 +93,15 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
 LOG_ID_VERSION = 2
 
 COLUMNS = ", ".join(INDEXED_FIELDS)
-INSERT_RECORD = (
-    f"INSERT INTO decision_records ({COLUMNS}, doc, hash) VALUES ({', '.join('?' * (len(INDEXED_FIELDS) + 2))})"
-)
+#: Most rows one ``insert_records`` statement carries (SQLite allows 32,766 parameters).
+INSERT_MAX_ROWS = 500
+
+
+def insert_records(count: int) -> str:
+    """One ``INSERT`` of ``count`` (1..``INSERT_MAX_ROWS``) records: a single statement, as
+    ``executemany`` costs a round trip (and on PostgreSQL a pipeline) per row."""
+    row = f"({', '.join('?' * (len(INDEXED_FIELDS) + 2))})"
+    return f"INSERT INTO decision_records ({COLUMNS}, doc, hash) VALUES {', '.join([row] * count)}"
 SELECT_RECORD = "SELECT doc, hash FROM decision_records"
 SELECT_HEAD = "SELECT seq, hash, decision_id FROM decision_chain_heads WHERE tenant = ?"
 UPSERT_CHECKPOINT = (

@@ -1,44 +1,64 @@
 """The decision log's writer over SQL (``DecisionLog``): append records to their tenant chain and
 purge old ones behind a signed checkpoint.
 
-Appending locks the tenant's row in ``decision_chain_heads``, so concurrent writers (threads,
-gunicorn workers, gateway instances) extend each chain one record at a time.
+Appends are group-committed (``app.audit.batches``): one writer per process at a time, and the
+records that arrive while it writes go into its next transaction together (one ``fsync`` for
+all of them on SQLite with ``synchronous=FULL``, one commit on PostgreSQL). Each caller returns
+only once its own record is committed; a batch that fails fails every call in it (each caller
+gets ``DependencyUnavailable`` and gives back what its call took). A record's document is
+encoded once, before the write lock (``app.audit.chain.canonical_members``).
+
+Appending locks the tenant's row in ``decision_chain_heads``, so writers of several processes
+(gunicorn workers, gateway instances) still extend each chain one transaction at a time.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 from collections.abc import Sequence
 from typing import Any
 
-from app.audit.chain import canonical_members, seal, sign_checkpoint
-from app.audit.records import GENESIS_HASH, AuditEvent, AuditRecord, ChainHead, Checkpoint
-from app.audit.schema import INSERT_RECORD, SELECT_HEAD, UPSERT_CHECKPOINT
+from app.audit.batches import Batches
+from app.audit.chain import CanonicalMembers, canonical_members, seal, sign_checkpoint
+from app.audit.records import GENESIS_HASH, AuditEvent, AuditRecord, ChainHead, Checkpoint, is_storable
+from app.audit.schema import INSERT_MAX_ROWS, SELECT_HEAD, UPSERT_CHECKPOINT, insert_records
 from app.audit.sql_base import SqlBase
 from app.errors import DependencyUnavailable
 from app.timefmt import epoch_us, utc_now
 
 log = logging.getLogger(__name__)
 
+#: An event to append, with its canonical members.
+_Encoded = tuple[AuditEvent, CanonicalMembers]
 
-def canonical_members_or_unavailable(event: AuditEvent) -> dict[str, bytes]:
-    """``canonical_members(event)``, before the write lock. A value that cannot be
-    canonicalized (a bug: the pipeline stores only canonicalizable input) is logged and
-    raised as ``DependencyUnavailable``, so only this call fails."""
+
+def _bug(exc: BaseException, what: str) -> DependencyUnavailable:
+    """A failure that is not the store's (a bug): logged with its traceback, answered as 503."""
+    log.error("decision record could not be %s", what, exc_info=exc, extra={"event": "audit_append_bug"})
+    return DependencyUnavailable("the decision log is unavailable", log_detail=f"record could not be {what}: {type(exc).__name__}")
+
+
+def encoded(event: AuditEvent) -> _Encoded:
+    """``event`` and its ``canonical_members``, before the write lock. A policy input without
+    an RFC 8785 form is not kept (the event is recorded with ``policy_input`` None); any other
+    value that cannot be canonicalized (a bug: the pipeline stores only canonicalizable input)
+    is logged and raised as ``DependencyUnavailable``, so only this call fails."""
     try:
-        return canonical_members(event)
+        return event, canonical_members(event)
     except Exception as exc:
-        log.error("decision record could not be canonicalized", exc_info=exc, extra={"event": "audit_append_bug"})
-        raise DependencyUnavailable(
-            "the decision log is unavailable", log_detail=f"record could not be written: {type(exc).__name__}"
-        ) from exc
-
+        if event.policy_input is None or is_storable(event.policy_input):
+            raise _bug(exc, "canonicalized") from exc
+    return encoded(dataclasses.replace(event, policy_input=None, policy_input_redacted=()))
 
 
 class SqlWriter(SqlBase):
     """``append`` and ``purge`` (see the module docstring)."""
 
+    def __init__(self, *, create: bool = True) -> None:
+        super().__init__(create=create)
+        self._batches: Batches[_Encoded, AuditRecord] = Batches(self._commit)
 
     def _locked_head(self, cur: Any, tenant: str) -> ChainHead:
         select = self._sql(SELECT_HEAD + self._lock_clause)
@@ -57,18 +77,28 @@ class SqlWriter(SqlBase):
         return ChainHead(tenant, int(row[0]), row[1], row[2])
 
     def append(self, event: AuditEvent) -> AuditRecord:
-        """Append ``event`` after the tenant's chain head, in one transaction holding the
-        head's lock. Raises ``DependencyUnavailable`` when the store cannot write."""
+        """Append ``event`` after the tenant's chain head, with the batch it joins (see the
+        module docstring); returns its record once committed. Raises
+        ``DependencyUnavailable`` when the store cannot write it."""
         self.ensure_schema()
-        members = canonical_members_or_unavailable(event)
-        with self._write() as cur:
-            return self._append_in(cur, [(event, members)])[0]
+        return self._batches.submit(encoded(event))
 
-    def _append_in(self, cur: Any, events: Sequence[tuple[AuditEvent, dict[str, bytes]]]) -> list[AuditRecord]:
+    def _commit(self, batch: Sequence[_Encoded]) -> list[AuditRecord]:
+        """One transaction for ``batch``. Raises ``DependencyUnavailable`` (any other failure
+        is logged as a bug and raised as one)."""
+        try:
+            with self._write() as cur:
+                return self._append_in(cur, batch)
+        except DependencyUnavailable:
+            raise
+        except Exception as exc:
+            raise _bug(exc, "written") from exc
+
+    def _append_in(self, cur: Any, events: Sequence[_Encoded]) -> list[AuditRecord]:
         """Append ``events`` (each with its ``canonical_members``), in order, inside the open
         write transaction of ``cur``; returns their records. Few statements whatever the count
-        (one head read and one head update per tenant, one batched insert), as the write lock
-        is held meanwhile."""
+        (one head read and one head update per tenant, one insert of every row), as the write
+        lock is held meanwhile."""
         heads: dict[str, tuple[int, str]] = {}
         records, rows = [], []
         for event, members in events:
@@ -80,12 +110,15 @@ class SqlWriter(SqlBase):
             heads[event.tenant] = (record.seq, record.hash)
             records.append(record)
             rows.append((*record.index_columns().values(), text, record.hash))
-        cur.executemany(self._sql(INSERT_RECORD), rows)
+        for start in range(0, len(rows), INSERT_MAX_ROWS):
+            chunk = rows[start:start + INSERT_MAX_ROWS]
+            cur.execute(self._sql(insert_records(len(chunk))), [value for row in chunk for value in row])
         last = {record.tenant: record for record in records}
-        cur.executemany(
-            self._sql("UPDATE decision_chain_heads SET seq = ?, hash = ?, decision_id = ? WHERE tenant = ?"),
-            [(record.seq, record.hash, record.decision_id, tenant) for tenant, record in last.items()],
-        )
+        for tenant, record in last.items():
+            cur.execute(
+                self._sql("UPDATE decision_chain_heads SET seq = ?, hash = ?, decision_id = ? WHERE tenant = ?"),
+                (record.seq, record.hash, record.decision_id, tenant),
+            )
         return records
 
     def purge(self, before: dt.datetime, *, checkpoint_secret: bytes, batch_size: int = 5000) -> list[Checkpoint]:

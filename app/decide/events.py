@@ -68,7 +68,7 @@ def _recorded_input(stage: Authenticated) -> tuple[dict[str, Any] | None, list[s
 
 def recorded_policy_input(
     evaluation: Evaluation, input_redacted: list[str], context_fields: Collection[str]
-) -> tuple[dict[str, Any] | None, tuple[str, ...]]:
+) -> tuple[dict[str, Any], tuple[str, ...]]:
     """What the record keeps of the policy input of ``evaluation``, and the JSON Pointers
     (into the policy input) whose values it does not keep.
 
@@ -77,7 +77,9 @@ def recorded_policy_input(
     ``context_fields`` (the caller's untrusted text: prompts, anything it chose to send), which
     are replaced by ``[REDACTED]``. ``subject``, ``tool``, ``call.id``, the trusted
     ``history`` and ``session`` (built by the gateway from its own records), the verified
-    ``approval`` and ``request`` (its id and time) are kept as the policy saw them. (None, ()) when the document has no RFC 8785 form."""
+    ``approval`` and ``request`` (its id and time) are kept as the policy saw them. A kept
+    document without an RFC 8785 form is dropped by the decision log's writer, which encodes
+    it once with the rest of the record (``app.audit.sql_writer.encoded``)."""
     document = evaluation.document
     context = document.get("context") or {}
     kept_context: dict[str, Any] = {}
@@ -90,7 +92,7 @@ def recorded_policy_input(
             redacted.append(pointer(["context", key]))
     call = {key: value for key, value in document["call"].items() if key != "input"}
     kept = {**document, "call": call, "context": kept_context}
-    return (kept, tuple(redacted)) if is_storable(kept) else (None, ())
+    return kept, tuple(redacted)
 
 
 def decide_event(

@@ -109,7 +109,7 @@ def _decide_authenticated(deps: Deps, progress: Progress, stage: Authenticated, 
     # Unregistered tools: name and version are caller input, so one fixed label value for both.
     tool = prepared.tool
     label = (tool.qualified, tool.version) if tool.registered else ("_dynamic", "_dynamic")
-    metrics.DECISIONS.labels(*label, decision.decision).inc()
+    metrics.child(metrics.DECISIONS, *label, decision.decision).inc()
     optional: dict[str, Any] = {}
     if outcome.approval is not None:
         optional["approval"] = outcome.approval

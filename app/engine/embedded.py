@@ -337,9 +337,11 @@ class EmbeddedEngine:
             engine.close()
 
     def _new_engine(self, snapshot: Snapshot) -> Any:
-        from opa_bindings import OpaEngine, OpaError
+        from opa_bindings import OpaError
 
-        engine = OpaEngine()
+        from app.engine.native import JsonEngine
+
+        engine = JsonEngine()
         try:
             load_into(engine, snapshot.bundle)
         except (OpaError, PolicyLoadError) as exc:  # it compiled before; only resources can fail here
@@ -373,10 +375,13 @@ class EmbeddedEngine:
     def _evaluate(self, document: str, policy_input: dict[str, Any]) -> RawResult:
         from opa_bindings import OpaError, OpaUndefinedError
 
+        from app.engine.native import encode_input
+
         snapshot = self._current()
         try:
+            input_json = encode_input(policy_input)
             with self._engine(snapshot) as engine:
-                value = engine.eval_document(document, policy_input)
+                value = engine.eval_json(document, input_json)
         except OpaUndefinedError:
             return RawResult(None, False, snapshot.revision)
         except OpaError as exc:

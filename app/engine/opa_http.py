@@ -47,6 +47,7 @@ from urllib.parse import urlsplit
 import requests
 
 from app import metrics
+from app.engine import wire
 from app.engine.base import RawResult, normalize
 from app.engine.deadline_http import DeadlineClient, DeadlineExceeded, ResponseTooLarge
 from app.engine.status import WorkerStatusBoard
@@ -149,7 +150,7 @@ class OpaSidecarEngine:
                 retry_after_s=parse_retry_after(answer.headers.get("retry-after")),
             )
         try:
-            data = json.loads(answer.body)
+            data = wire.loads(answer.body)
         except (ValueError, UnicodeDecodeError) as exc:
             metrics.ENGINE_ERRORS.labels("bad_body").inc()
             raise _Attempt("OPA answered 200 with a body that is not JSON", retryable=False) from exc
@@ -165,7 +166,7 @@ class OpaSidecarEngine:
         headers = {"Content-Type": "application/json"}
         if traceparent:
             headers["traceparent"] = traceparent
-        body = json.dumps({"input": policy_input}, separators=(",", ":")).encode()
+        body = wire.dumps({"input": policy_input}, _json_dumps)
         self._budget.record_request()
         last: _Attempt | None = None
         for attempt in range(1, s.opa_max_attempts + 1):
@@ -202,7 +203,7 @@ class OpaSidecarEngine:
     def evaluate_document(self, path: str, policy_input: dict[str, Any]) -> RawResult:
         """Query ``data.<path>`` once within the deadline, unnormalized (``PolicyEngine``);
         the revision is the answer's provenance (``unknown`` when it names none)."""
-        body = json.dumps({"input": policy_input}, separators=(",", ":")).encode()
+        body = wire.dumps({"input": policy_input}, _json_dumps)
         deadline = time.monotonic() + self._s.opa_deadline_ms / 1000
         try:
             data = self._attempt(body, deadline, {"Content-Type": "application/json"}, _data_path(path))
@@ -341,6 +342,10 @@ def sidecar_bundle_status(client: Any, bundle_name: str, *, with_detail: bool = 
         out["bundle"] = {k: info[k] for k in keys if k in info}
         out["bundle"]["failing"] = bool(info.get("code") or info.get("errors"))
     return out
+
+
+def _json_dumps(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
 
 
 def _str(value: Any) -> str | None:

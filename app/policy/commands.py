@@ -10,7 +10,7 @@
     toolgate policy check [DIR] [--contracts DIR] [--strict] [--json]
     toolgate policy eval --input FILE|- [--dir DIR | --bundle FILE] [--tenant-data DIR] [--explain [MODE]] [--json]
     toolgate policy diff|explain|archive ...   (app.policy.rollout_commands)
-    toolgate policy properties ...             (app.policy.intel_commands)
+    toolgate policy properties|insights|suggest ...   (app.policy.intel_commands)
 
 Exit codes: 0 success, 1 a check failed (tests, coverage, compile, verification, a refused
 push), 2 usage or settings error.

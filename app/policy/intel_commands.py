@@ -57,6 +57,16 @@ def _properties(args: argparse.Namespace) -> int:
     return 0 if all(r.status == "holds" for r in results) else 1
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive whole number")
+    return value
+
+
 def _range(args: argparse.Namespace) -> Any:
     from app.audit.queries import DecisionQuery
 
@@ -129,7 +139,7 @@ def _suggest(args: argparse.Namespace) -> int:
     if args.json:
         print(json_printable(json.dumps({**report.as_json(), "written": [str(p) for p in written]}, indent=2)))
         return 0
-    print(format_suggestions(report, report.outcomes["approved"]))
+    print(format_suggestions(report))
     if written:
         print(f"\ncandidates written to {printable(args.out)}/ ({len(written)} folders); nothing was applied")
     return 0
@@ -137,7 +147,7 @@ def _suggest(args: argparse.Namespace) -> int:
 
 def add_intel_commands(policy_sub: Any) -> None:
     """Add ``properties``, ``insights`` and ``suggest`` to the ``toolgate policy`` subparsers."""
-    from app.policy.rollout_commands import when
+    from app.policy.rollout_commands import time_argument
     from app.policy.suggest import DEFAULT_MIN_APPROVALS
 
     props = policy_sub.add_parser(
@@ -146,7 +156,7 @@ def add_intel_commands(policy_sub: Any) -> None:
     props.add_argument("file", help="the property file (YAML or JSON), e.g. policies/properties.yaml")
     props.add_argument("--dir", help="policy directory (default TOOLGATE_POLICY_DIR)")
     props.add_argument("--contracts", metavar="DIR", help="contracts directory (default TOOLGATE_CONTRACTS_DIR)")
-    props.add_argument("--examples", type=int, metavar="N", help="generated inputs per property (default: the file's)")
+    props.add_argument("--examples", type=_positive, metavar="N", help="generated inputs per property (default: the file's)")
     props.add_argument("--seed", type=int, help="a random seed (default: a derandomized, repeatable run)")
     props.add_argument("--json", action="store_true", help="print one JSON document")
     props.set_defaults(func=_properties)
@@ -154,19 +164,19 @@ def add_intel_commands(policy_sub: Any) -> None:
     for name, helps in (("insights", "approval analytics per rule and tool: escalations, answers, approved values"),
                         ("suggest", "propose tenant-data changes from approvers' answers, measured with policy diff")):
         command = policy_sub.add_parser(name, help=helps)
-        command.add_argument("--since", type=when, help="inclusive: YYYY-MM-DD or RFC 3339")
-        command.add_argument("--until", type=when, help="exclusive: YYYY-MM-DD or RFC 3339")
+        command.add_argument("--since", type=time_argument, help="inclusive: YYYY-MM-DD or RFC 3339")
+        command.add_argument("--until", type=time_argument, help="exclusive: YYYY-MM-DD or RFC 3339")
         command.add_argument("--tenant")
         command.add_argument("--tool", help="the tool as records name it (namespace/name in a namespace)")
         command.add_argument("--json", action="store_true", help="print one JSON document")
         command.set_defaults(func=_insights if name == "insights" else _suggest)
         if name == "insights":
-            command.add_argument("--ttl", type=int, metavar="S",
+            command.add_argument("--ttl", type=_positive, metavar="S",
                                  help="seconds after which an unanswered escalation counts as expired "
                                       "(default TOOLGATE_APPROVAL_DEFAULT_TTL_S)")
         else:
             command.add_argument("--dir", help="policy directory (default: the policy in force)")
-            command.add_argument("--min-approvals", type=int, default=DEFAULT_MIN_APPROVALS, metavar="N",
+            command.add_argument("--min-approvals", type=_positive, default=DEFAULT_MIN_APPROVALS, metavar="N",
                                  help=f"approvals (and no denial) a value needs (default {DEFAULT_MIN_APPROVALS})")
             command.add_argument("--out", default="var/suggestions", metavar="DIR",
                                  help="where the candidates are written (default var/suggestions; replaced)")

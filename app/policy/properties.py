@@ -26,15 +26,18 @@ from typing import Any
 
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import seed as hypothesis_seed
+from hypothesis.errors import Unsatisfiable
 
 from app.engine.base import normalize
 from app.models import PolicyDecision
 from app.policy.bundle import PolicyBundle, PolicyLoadError, load_into
-from app.policy.property_inputs import GeneratedCall, PolicyWorld, policy_inputs
+from app.policy.property_inputs import GeneratedCall, PolicyWorld, policy_inputs, select_contracts
 from app.policy.property_spec import PropertyFile, PropertySpec
 from app.policy.tenant_data import DATA_FILE
 
 _PACKAGE = "toolgate_properties"
+#: The fewest generated inputs each tool of a property gets.
+MIN_EXAMPLES_PER_TOOL = 10
 
 
 @dataclass(frozen=True)
@@ -154,14 +157,18 @@ class _PropertyEngine:
 def check_property(spec: PropertySpec, bundle: PolicyBundle, world: PolicyWorld, *, examples: int,
                    values: dict[str, list[Any]] | None = None, decision_path: str = "toolgate/decision",
                    seed: int | None = None) -> PropertyResult:
-    """Check one property on ``examples`` generated inputs (see the module docstring);
-    ``values``: boundary values by input member name."""
+    """Check one property on ``examples`` generated inputs, shared out among its tools (each
+    tool gets at least ``MIN_EXAMPLES_PER_TOOL``, so that none is left untried), until one
+    fails (see the module docstring); ``values``: boundary values by input member name."""
     result = PropertyResult(spec)
     started = time.monotonic()
+    contracts = select_contracts(spec, world)
+    if not contracts:
+        result.error = f"property {spec.name}: its tools name no contract"
+        return result
     try:
-        strategy = policy_inputs(spec, world, values)
         engine = _PropertyEngine(bundle, spec, decision_path)
-    except (ValueError, PolicyLoadError) as exc:
+    except PolicyLoadError as exc:
         result.error = str(exc)
         return result
     found: list[Counterexample] = []
@@ -178,13 +185,20 @@ def check_property(spec: PropertySpec, bundle: PolicyBundle, world: PolicyWorld,
             found.append(Counterexample(call, decision, problem))
             raise _Violation(problem)
 
-    test = settings(max_examples=examples, database=None, deadline=None, derandomize=seed is None,
-                    report_multiple_bugs=False, print_blob=False, suppress_health_check=list(HealthCheck),
-                    phases=[Phase.explicit, Phase.generate, Phase.shrink])(given(strategy)(run))
-    if seed is not None:
-        test = hypothesis_seed(seed)(test)
+    per_tool = max(MIN_EXAMPLES_PER_TOOL, -(-examples // len(contracts)))
     try:
-        test()
+        for contract in contracts:
+            test = settings(max_examples=per_tool, database=None, deadline=None, derandomize=seed is None,
+                            report_multiple_bugs=False, print_blob=False, suppress_health_check=list(HealthCheck),
+                            phases=[Phase.explicit, Phase.generate, Phase.shrink],
+                            )(given(policy_inputs(spec, world, contract, values))(run))
+            if seed is not None:
+                test = hypothesis_seed(seed)(test)
+            try:
+                test()
+            except Unsatisfiable:
+                result.error = f"no input of {contract.qualified_name} that its contract accepts could be generated"
+                break
     except _Violation:
         result.counterexample = found[-1]  # hypothesis runs the shrunk example last
     finally:

@@ -41,6 +41,8 @@ TENANT_WITHOUT_DATA = "tenant-without-data"
 _WINDOWS = {"1m": 60, "1h": 3600, "24h": 86400}
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
 _STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+#: String formats hypothesis-jsonschema does not know.
+_FORMATS: dict[str, st.SearchStrategy[str]] = {"uuid": st.uuids().map(str)}
 
 
 @dataclass(frozen=True)
@@ -187,7 +189,7 @@ def _member_strategy(schema: dict[str, Any], hints: BoundaryHints, declared: lis
         valid = list(dict.fromkeys(v for v in candidates if validator.is_valid(v)))
         if valid:
             branches.append(st.sampled_from(valid))
-    return st.one_of(*branches, from_schema(schema))
+    return st.one_of(*branches, from_schema(schema, custom_formats=_FORMATS))
 
 
 def contract_inputs(contract: ToolContract, hints: BoundaryHints,
@@ -198,7 +200,7 @@ def contract_inputs(contract: ToolContract, hints: BoundaryHints,
     schema = contract.input_schema
     members = schema.get("properties")
     if schema.get("type") != "object" or not isinstance(members, dict):
-        raw: st.SearchStrategy[Any] = from_schema(schema)
+        raw: st.SearchStrategy[Any] = from_schema(schema, custom_formats=_FORMATS)
     else:
         shared: dict[str, Any] = {k: schema[k] for k in ("$defs", "definitions") if k in schema}
         required = set(schema.get("required") or ())
@@ -216,18 +218,15 @@ def contract_inputs(contract: ToolContract, hints: BoundaryHints,
     return raw.map(normalized).filter(lambda value: value is not None)  # type: ignore[return-value]
 
 
-def policy_inputs(spec: PropertySpec, world: PolicyWorld,
+def policy_inputs(spec: PropertySpec, world: PolicyWorld, contract: ToolContract,
                   values: dict[str, list[Any]] | None = None) -> st.SearchStrategy[GeneratedCall]:
-    """The inputs a property is checked on (see the module docstring); ``values``: boundary
-    values by input member name. Raises ``ValueError`` when its tool selection names no
-    contract."""
-    contracts = select_contracts(spec, world)
-    if not contracts:
-        raise ValueError(f"property {spec.name}: its tools name no contract")
+    """The inputs a property is checked on for calls of ``contract`` (one of
+    ``select_contracts``; see the module docstring); ``values``: boundary values by input member
+    name."""
     tenants: list[str | TenantSpec] = list(spec.tenants) if spec.tenants else [*sorted(world.tenants), TENANT_WITHOUT_DATA]
     tenant_data = [t.data or {} if isinstance(t, TenantSpec) else world.tenants.get(t, {}) for t in tenants]
     hints = BoundaryHints.of(spec, tenant_data)
-    calls = st.one_of([st.tuples(st.just(c), contract_inputs(c, hints, values or {})) for c in contracts])
+    call_inputs = contract_inputs(contract, hints, values or {})
     role_sets = spec.roles if spec.roles is not None else [[], *([role] for role in world.roles)]
     approvals: list[dict[str, Any] | None] = []
     if spec.approval in ("absent", "any"):
@@ -239,9 +238,8 @@ def policy_inputs(spec: PropertySpec, world: PolicyWorld,
     trusted = (st.lists(st.sampled_from(session.trusted_counterparties), unique=True)
                if session and session.trusted_counterparties else st.just([]))
 
-    def build(call: tuple[ToolContract, dict[str, Any]], roles: list[str], tenant: str | TenantSpec,
+    def build(call_input: dict[str, Any], roles: list[str], tenant: str | TenantSpec,
               approval: dict[str, Any] | None, drawn_labels: list[str], drawn_trusted: list[str]) -> GeneratedCall:
-        contract, call_input = call
         tenant_id = tenant.id if isinstance(tenant, TenantSpec) else tenant
         document = {
             "subject": {"id": "property-subject", "tenant": tenant_id, "roles": list(roles)},
@@ -256,5 +254,5 @@ def policy_inputs(spec: PropertySpec, world: PolicyWorld,
         declared = (tenant.id, tenant.data) if isinstance(tenant, TenantSpec) and tenant.data is not None else None
         return GeneratedCall(document, declared)
 
-    return st.builds(build, calls, st.sampled_from(role_sets), st.sampled_from(tenants), st.sampled_from(approvals),
+    return st.builds(build, call_inputs, st.sampled_from(role_sets), st.sampled_from(tenants), st.sampled_from(approvals),
                      labels, trusted)

@@ -35,7 +35,7 @@ from app.timefmt import parse_date_or_rfc3339
 from app.vocabulary import DECISION_ID_PATTERN
 
 
-def when(text: str) -> Any:
+def time_argument(text: str) -> Any:
     """``YYYY-MM-DD`` (midnight UTC) or RFC 3339 with an offset, as ``toolgate audit`` reads them."""
     try:
         return parse_date_or_rfc3339(text)
@@ -160,8 +160,8 @@ def add_rollout_commands(policy_sub: Any) -> None:
     diff.add_argument("--candidate", required=True, help="candidate policy directory, bundle tarball or bundle URL")
     diff.add_argument("--tenant-data", metavar="DIR",
                       help="tenant data laid over a candidate directory (as TOOLGATE_TENANT_DATA_DIR is)")
-    diff.add_argument("--since", type=when, help="inclusive: YYYY-MM-DD or RFC 3339")
-    diff.add_argument("--until", type=when, help="exclusive: YYYY-MM-DD or RFC 3339")
+    diff.add_argument("--since", type=time_argument, help="inclusive: YYYY-MM-DD or RFC 3339")
+    diff.add_argument("--until", type=time_argument, help="exclusive: YYYY-MM-DD or RFC 3339")
     diff.add_argument("--tenant")
     diff.add_argument("--tool", help="the tool as records name it (namespace/name in a namespace)")
     diff.add_argument("--json", action="store_true", help="print one JSON document")

@@ -53,15 +53,15 @@ _IDENTIFIER = re.compile(r"^[A-Za-z0-9 ._-]+$")
 @dataclass
 class Suggestion:
     """One candidate: ``kind`` (``known_counterparty``, ``allowed_domain``, ``limit``), the
-    ``tenant``, what changes (``change``), the evidence (``approved``/``denied`` answers), the
-    tenant's new data, and what ``policy diff`` measured."""
+    ``tenant``, the member of its data it changes (``target``, dotted) and how (``change``), the
+    approvals it rests on (never denied), the tenant's new data, and what ``policy diff``
+    measured."""
 
     kind: str
     tenant: str
     target: str
     change: str
     approved: int
-    denied: int
     data: dict[str, Any]
     removes: int = 0
     allows_denied: int = 0
@@ -78,7 +78,7 @@ class Suggestion:
 
     def as_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "tenant": self.tenant, "change": self.change, "approved": self.approved,
-                "denied": self.denied, "removes_escalations": self.removes, "allows_denied_calls": self.allows_denied,
+                "removes_escalations": self.removes, "allows_denied_calls": self.allows_denied,
                 "allows_unanswered_calls": self.allows_unanswered, "safe": self.safe, "tenant_data": self.data}
 
 
@@ -160,18 +160,18 @@ class _Candidates:
     def counterparty(self, value: str, approved: int) -> list[Suggestion]:
         key = value.replace(" ", "").upper()
         return [Suggestion("known_counterparty", self.tenant, f"counterparties.{kind}", f"counterparties.{kind} += {key}",
-                           approved, 0,
+                           approved,
                            self._changed(("counterparties", kind), lambda old, k=key: [*(old or []), k]))
                 for kind in self.kinds if key not in ((self.data.get("counterparties") or {}).get(kind) or [])]
 
     def domain(self, value: str, approved: int) -> list[Suggestion]:
         if value in (self.data.get("allowed_domains") or []):
             return []
-        return [Suggestion("allowed_domain", self.tenant, "allowed_domains", f"allowed_domains += {value}", approved, 0,
+        return [Suggestion("allowed_domain", self.tenant, "allowed_domains", f"allowed_domains += {value}", approved,
                            self._changed(("allowed_domains",), lambda old: [*(old or []), value]))]
 
     def limit(self, amount: float, approved: int) -> list[Suggestion]:
-        return [Suggestion("limit", self.tenant, f"limits.{name}", f"limits.{name} = {amount:g}", approved, 0,
+        return [Suggestion("limit", self.tenant, f"limits.{name}", f"limits.{name} = {amount:g}", approved,
                            self._changed(("limits", name), lambda _old: amount))
                 for name in sorted(self.limits)]
 
@@ -265,7 +265,7 @@ def _combined(suggestions: list[Suggestion], bundle: PolicyBundle, records: list
             else:
                 merged[key] = _union(merged.get(key), value)
     combined = Suggestion("all_safe", ",".join(sorted(data)), "", f"{len(safe)} safe suggestions together",
-                          sum(s.approved for s in safe), 0, {"tenants": data})
+                          sum(s.approved for s in safe), {"tenants": data})
     return _measured(combined, with_tenant_data(bundle, data), records, outcomes, decision_path)
 
 
@@ -298,7 +298,7 @@ def write_candidates(report: SuggestReport, out: Path) -> list[Path]:
     return written
 
 
-def format_suggestions(report: SuggestReport, approved_total: int) -> str:
+def format_suggestions(report: SuggestReport) -> str:
     """The suggestions as a table (safe first), then the measure of all safe ones together."""
     from app.terminal import printable
 
@@ -309,8 +309,8 @@ def format_suggestions(report: SuggestReport, approved_total: int) -> str:
     lines += ["", f"{'#':>2}  {'SAFE':<4} {'REMOVES':>7} {'DENIED->ALLOW':>13}  SUGGESTION"]
     for n, s in enumerate(report.suggestions, 1):
         lines.append(f"{n:>2}  {'yes' if s.safe else 'NO':<4} {s.removes:>7} {s.allows_denied:>13}  "
-                     f"{printable(s.tenant)}: {printable(s.change)} (approved {s.approved}, denied {s.denied})")
-    combined = report.combined
+                     f"{printable(s.tenant)}: {printable(s.change)} (approved {s.approved} times, never denied)")
+    combined, approved_total = report.combined, report.outcomes["approved"]
     if combined is not None:
         share = f" ({combined.removes / approved_total:.0%})" if approved_total else ""
         lines += ["", f"all safe suggestions together: remove {combined.removes} of {approved_total} approved "

@@ -31,9 +31,17 @@ def request_id() -> str:
 
 def traceparent() -> tuple[str | None, str | None]:
     """This request's valid ``traceparent`` as a version-00 header, and its trace id; else
-    (None, None). A later version is read for its four version-00 fields, as W3C Trace
-    Context §4.3 asks (https://www.w3.org/TR/trace-context/#versioning-of-traceparent)."""
-    value = request.headers.get("traceparent", "").strip()
+    (None, None). Read once per request (``_before``)."""
+    parsed = g.get("traceparent")
+    if parsed is None:
+        parsed = g.traceparent = _parse_traceparent(request.headers.get("traceparent", ""))
+    return parsed
+
+
+def _parse_traceparent(value: str) -> tuple[str | None, str | None]:
+    """A later version is read for its four version-00 fields, as W3C Trace Context §4.3 asks
+    (https://www.w3.org/TR/trace-context/#versioning-of-traceparent)."""
+    value = value.strip()
     match = _TRACEPARENT.match(value) if len(value) <= 512 else None
     if match is None or match.group(1) == "ff" or (match.group(1) == "00" and match.group(5)):
         return None, None
@@ -55,30 +63,37 @@ def trace_phases(phases: list[tuple[str, int, int]]) -> None:
 def _before() -> None:
     g.started = time.perf_counter()
     g.start_ns = time.time_ns()
-    supplied = request.headers.get("X-Request-Id", "")
+    headers = request.headers
+    supplied = headers.get("X-Request-Id", "")
     g.request_id = supplied if _REQUEST_ID.match(supplied) else uuid.uuid4().hex
+    g.traceparent = _parse_traceparent(headers.get("traceparent", ""))
 
 
 def _after(response: Response) -> Response:
-    response.headers["X-Request-Id"] = request_id()
-    response.headers.setdefault("Cache-Control", "no-store")
-    elapsed = time.perf_counter() - g.get("started", time.perf_counter())
-    route = request.url_rule.rule if request.url_rule else "unmatched"
-    method = request.method if request.method in _METHODS else "other"
-    metrics.HTTP_REQUESTS.labels(method, route, str(response.status_code)).inc()
-    metrics.HTTP_SECONDS.labels(method, route).observe(elapsed)
+    req = request._get_current_object()  # type: ignore[attr-defined]  # one proxy lookup, not one per use
+    state = g._get_current_object()
+    current_id = getattr(state, "request_id", None) or "unknown"
+    headers = response.headers
+    headers["X-Request-Id"] = current_id
+    headers.setdefault("Cache-Control", "no-store")
+    elapsed = time.perf_counter() - getattr(state, "started", time.perf_counter())
+    route = req.url_rule.rule if req.url_rule else "unmatched"
+    method = req.method if req.method in _METHODS else "other"
+    status = response.status_code
+    metrics.child(metrics.HTTP_REQUESTS, method, route, str(status)).inc()
+    metrics.child(metrics.HTTP_SECONDS, method, route).observe(elapsed)
     fields = {
         "event": "request",
-        "request_id": request_id(),
-        "method": request.method,
-        "path": request.path,
-        "status": response.status_code,
+        "request_id": current_id,
+        "method": req.method,
+        "path": req.path,
+        "status": status,
         "duration_ms": round(elapsed * 1000, 3),
     }
     _, trace_id = traceparent()
     if trace_id:
         fields["trace_id"] = trace_id
-    fields.update(g.get("log_fields", {}))
+    fields.update(getattr(state, "log_fields", {}))
     log.info("request", extra=fields)
     tracer = current_app.extensions.get("toolgate_tracer")
     if tracer is not None:

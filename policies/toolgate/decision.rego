@@ -43,19 +43,18 @@ role_denial := sprintf("role %s may not use tool %v", [concat(", ", sort(subject
 
 # Each family declares the tools it governs, one rule per tool name:
 #   governs.<tool> := {"versions"?: ["1"], "namespace"?: "<ns>", "shared_with"?: ["<family>"]}
-# (no versions: every version; no namespace: ""). The claims are found once per query by one
-# lookup per family (data.tools[family].governs[name]): a family that does not declare the
-# tool has no such rule, and no other family rule is evaluated to find them.
-default claims := {}
+# (no versions: every version; no namespace: ""). The declarations of the requested tool are
+# found by one lookup per family (data.tools[family].governs[name]): a family that does not
+# declare the tool has no such rule, and no other family rule is evaluated to find them.
+default declarations := {}
 
-claims := {family: declaration |
+declarations := {family: declaration |
 	some family
 	declaration := data.tools[family].governs[input.tool.name]
 	declared_namespace := object.get(declaration, "namespace", "")
 	requested_namespace := object.get(input.tool, "namespace", "")
 	declared_namespace == requested_namespace
 	input.tool.version in object.get(declaration, "versions", [input.tool.version])
-	not _held_back(family)
 } if {
 	input.tool.registered == true
 }
@@ -67,37 +66,13 @@ claims := {family: declaration |
 # decision document reports in `log_only` what the decision would be with every log-only family
 # that claims the tool counted as an ordinary family (a decision of the same shape). The
 # gateway records it as the call's shadow outcome and never acts on it.
-default count_log_only := false
-
-_held_back(family) if {
-	data.tools[family].log_only == true
-	not count_log_only
-}
-
-# The log-only families that claim the requested tool.
 log_only_claims contains family if {
-	_any_log_only
-
-	# The claims as they would be without log-only families held back (evaluated only when the
-	# bundle has a log-only family at all).
-	# regal ignore:with-outside-test-context
-	counted := claims with count_log_only as true
-	some family, _ in counted
+	some family, _ in declarations
 	data.tools[family].log_only == true
 }
 
-_any_log_only if {
-	some family
-	data.tools[family].log_only == true
-}
-
-_log_only_view := view if {
-	count(log_only_claims) > 0
-
-	# The whole decision again, log-only families counted: only for calls a log-only family claims.
-	# regal ignore:with-outside-test-context
-	view := _decision with count_log_only as true
-}
+# The claims that count: every declaration but the log-only families'.
+claims := object.remove(declarations, log_only_claims)
 
 # Two claims of one tool are fine only when each names the other in `shared_with`.
 unshared_claims contains [a, b] if {
@@ -124,43 +99,38 @@ families := object.keys(claims) if {
 
 # --- rules: every contribution as {"id", "effect": "deny"|"approval"|"allow", "message"} ----
 #
-# Library rules start with a condition on input that OPA indexes (input.tool.registered ==
-# true/false, input.approval.approved == false), so a call evaluates only the ones that apply.
+# The library's own rules start with a condition on input that OPA indexes
+# (input.tool.registered == true/false, input.approval.approved == false), so a call
+# evaluates only the ones that apply; then the consulted families' contributions.
 
 _rule(name, effect, message) := {"id": concat(".", ["toolgate", name]), "effect": effect, "message": message}
 
-library_denials contains _rule("role_not_granted", "deny", role_denial) if {
+rules contains _rule("role_not_granted", "deny", role_denial) if {
 	input.tool.registered == true
 	not tool_granted
 }
 
-library_denials contains _rule("no_family", "deny", msg) if {
+rules contains _rule("no_family", "deny", msg) if {
 	input.tool.registered == true
 	count(claims) == 0
 	tool_granted
 	msg := sprintf("no policy family governs tool %v version %v", [input.tool.name, input.tool.version])
 }
 
-library_denials contains _rule("family_conflict", "deny", msg) if {
+rules contains _rule("family_conflict", "deny", msg) if {
 	input.tool.registered == true
 	count(claims) > 1
 	some [a, b] in unshared_claims
 	msg := sprintf("tool %v is claimed by families %s and %s without shared_with", [input.tool.name, a, b])
 }
 
-library_denials contains _rule("malformed_rule", "deny", msg) if {
-	input.tool.registered == true
-	some [family, set_name] in malformed
-	msg := sprintf("policy family %s has a malformed %s rule", [family, set_name])
-}
-
-library_denials contains _rule("approval_rejected", "deny", "the approver rejected this call") if {
+rules contains _rule("approval_rejected", "deny", "the approver rejected this call") if {
 	input.approval.approved == false
 }
 
 # A tool without a contract (registered: false; the gateway always sends the flag, and a call
 # without it matches no rule at all: the default denial).
-library_denials contains _rule(
+rules contains _rule(
 	"dynamic_tool_not_permitted", "deny",
 	"unregistered tool is not permitted for this role",
 ) if {
@@ -168,7 +138,7 @@ library_denials contains _rule(
 	not dynamic_tools_granted
 }
 
-library_approvals contains _rule(
+rules contains _rule(
 	"dynamic_tool_needs_approval", "approval",
 	"unregistered tool needs human approval",
 ) if {
@@ -177,21 +147,21 @@ library_approvals contains _rule(
 }
 
 # The consulted families' contributions ({"rule": string, "message": string}) by effect.
-family_denials contains {"id": concat(".", [family, c.rule]), "effect": "deny", "message": c.message} if {
+rules contains {"id": concat(".", [family, c.rule]), "effect": "deny", "message": c.message} if {
 	some family in families
 	some c in data.tools[family].deny
 	is_string(c.rule)
 	is_string(c.message)
 }
 
-family_approvals contains {"id": concat(".", [family, c.rule]), "effect": "approval", "message": c.message} if {
+rules contains {"id": concat(".", [family, c.rule]), "effect": "approval", "message": c.message} if {
 	some family in families
 	some c in data.tools[family].approval_required
 	is_string(c.rule)
 	is_string(c.message)
 }
 
-allowances contains {"id": concat(".", [family, c.rule]), "effect": "allow", "message": c.message} if {
+rules contains {"id": concat(".", [family, c.rule]), "effect": "allow", "message": c.message} if {
 	some family in families
 	some c in data.tools[family].allow
 	is_string(c.rule)
@@ -200,64 +170,54 @@ allowances contains {"id": concat(".", [family, c.rule]), "effect": "allow", "me
 
 # A contribution that is not {"rule", "message"}, or a set rule that is not a set (`allow if`
 # instead of `allow contains`), denies: it cannot be told apart from a deny written wrongly.
+# An absent set is well formed (a family without approvals); a present one is the set of its
+# {"rule": string, "message": string} members.
 # (Each set is named: a reference data.tools[family][name] with a variable name would depend
 # on every rule under data.tools, the test packages included.)
-malformed contains [family, "deny"] if {
+rules contains _malformed(family, "deny") if {
 	some family in families
 	contributions := data.tools[family].deny
-	not _well_formed_set(contributions)
+	contributions != {c | some c in contributions; is_string(c.rule); is_string(c.message)}
 }
 
-malformed contains [family, "approval_required"] if {
+rules contains _malformed(family, "approval_required") if {
 	some family in families
 	contributions := data.tools[family].approval_required
-	not _well_formed_set(contributions)
+	contributions != {c | some c in contributions; is_string(c.rule); is_string(c.message)}
 }
 
-malformed contains [family, "allow"] if {
+rules contains _malformed(family, "allow") if {
 	some family in families
 	contributions := data.tools[family].allow
-	not _well_formed_set(contributions)
+	contributions != {c | some c in contributions; is_string(c.rule); is_string(c.message)}
 }
 
-# An absent set is well formed (a family without approvals); a present one is a set of
-# {"rule": string, "message": string}.
-_well_formed_set(contributions) if {
-	is_set(contributions)
-	every c in contributions {
-		is_string(c.rule)
-		is_string(c.message)
-	}
-}
+_malformed(family, set_name) := _rule(
+	"malformed_rule", "deny",
+	sprintf("policy family %s has a malformed %s rule", [family, set_name]),
+)
 
-approvals := library_approvals | family_approvals
+# The effects among the rules.
+effects contains r.effect if some r in rules
 
 # Allowed when every consulted family allows (one family for a tool that is not shared).
 allowed if {
 	count(families) == 1
-	count(allowances) > 0
+	"allow" in effects
 }
 
 allowed if {
 	count(families) > 1
 	every family in families {
-		some r in allowances
+		some r in _allowances
 		startswith(r.id, concat("", [family, "."]))
 	}
 }
 
-# Every denial; when there is none and nothing asks for approval or allows, the default one.
-default denials := set()
-
-denials := _denials if count(_denials) > 0
-
-denials := {no_rule_allows} if {
-	count(_denials) == 0
-	count(approvals) == 0
-	not allowed
+_allowances contains r if {
+	some r in rules
+	r.effect == "allow"
 }
-
-_denials := library_denials | family_denials
 
 no_rule_allows := _rule("no_rule_allows", "deny", "no policy rule allows this call")
 
@@ -295,6 +255,12 @@ _family_approver_roles[family] := roles if {
 	is_array(roles)
 }
 
+# The library asks for approval of an unregistered tool.
+_library_asks if {
+	input.tool.registered == false
+	dynamic_tools_granted
+}
+
 required_approver_roles contains role if {
 	some family in _asking_families
 	some role in _family_approver_roles[family]
@@ -307,7 +273,7 @@ required_approver_roles contains role if {
 }
 
 required_approver_roles contains role if {
-	count(library_approvals) > 0
+	_library_asks
 	some role in default_approver_roles
 }
 
@@ -324,7 +290,7 @@ _family_quorums contains quorum if {
 
 _self_approval_allowed if {
 	count(_asking_families) > 0
-	count(library_approvals) == 0
+	not _library_asks
 	every family in _asking_families {
 		data.tools[family].approval_rules.allow_self_approval == true
 	}
@@ -357,50 +323,17 @@ approval_satisfied if {
 
 approver_id := object.get(input.approval, ["approver", "id"], "an approver")
 
-# --- the decision --------------------------------------------------------------------------
-
-# The one family that claims the tool (undefined when none or several do) and its deny and
-# approval_required sets as they are (empty when it has no such rule), for the common case.
-_lone_family := family if {
-	count(claims) == 1
-	some family, _ in claims
-}
-
-default _lone_denials := set()
-
-_lone_denials := data.tools[_lone_family].deny
-
-default _lone_approvals := set()
-
-_lone_approvals := data.tools[_lone_family].approval_required
-
-# Its allow set, and what `allowances` holds for it: as many members as the set only when
-# every contribution is well formed and no two give one rule (else the full resolution answers).
-_lone_allows := data.tools[_lone_family].allow
-
-_lone_allowed := {{"id": concat(".", [_lone_family, c.rule]), "effect": "allow", "message": c.message} |
-	some c in _lone_allows
-	is_string(c.rule)
-	is_string(c.message)
-} if {
-	is_set(_lone_allows)
-}
-
 # The approval that satisfied the approval rules, as an allow.
 default approval_granted := set()
 
 approval_granted := {_rule("approval_granted", "allow", sprintf("approved by %v", [approver_id]))} if {
-	count(approvals) > 0
+	"approval" in effects
 	approval_satisfied
 }
 
-# Every rule that matched, whatever the outcome, sorted by effect (allow, approval, deny), then
-# id: the denials (or the default one), approvals, allowances and a satisfied approval.
-matched_rules := sort((((denials | approvals) | allowances) | approval_granted))
+approval_reasons := sort({r.message | some r in rules; r.effect == "approval"})
 
-deny_reasons := sort({r.message | some r in denials})
-
-approval_reasons := sort({r.message | some r in approvals})
+# --- the decision --------------------------------------------------------------------------
 
 # METADATA
 # title: The decision for one tool call
@@ -414,7 +347,15 @@ approval_reasons := sort({r.message | some r in approvals})
 # scope: document
 decision := _decision if not _log_only_view
 
-decision := object.union(_decision, {"log_only": _log_only_view}) if _log_only_view
+else := object.union(_decision, {"log_only": _log_only_view})
+
+# The whole decision again, log-only families counted: only for calls a log-only family claims.
+_log_only_view := view if {
+	count(log_only_claims) > 0
+
+	# regal ignore:with-outside-test-context
+	view := _decision with log_only_claims as set()
+}
 
 default _decision := {
 	"decision": "deny",
@@ -422,41 +363,40 @@ default _decision := {
 	"matched_rules": [{"id": "toolgate.no_rule_allows", "effect": "deny", "message": "no policy rule allows this call"}],
 }
 
-_decision := object.union(verdict, allow_members) if {
+# An allow carries the limits and the rate limits, a deny or a user-approval the rate limits.
+_decision := object.union_n([verdict, limits_member, rate_limits_member]) if {
 	verdict.decision == "allow"
 } else := object.union(verdict, rate_limits_member)
 
-# The verdict: deny > user-approval > allow > default deny.
-verdict := {"decision": "allow", "reasons": ["allowed by policy"], "matched_rules": sort(_lone_allowed)} if {
-	# The common case first, from the one claiming family's sets alone (what the full
-	# resolution below answers for it, with less work): granted, no deny, no approval rule,
-	# well-formed allows, no rejected approval.
-	input.tool.registered == true
-	tool_granted
-	is_set(_lone_denials)
-	count(_lone_denials) == 0
-	is_set(_lone_approvals)
-	count(_lone_approvals) == 0
-	count(_lone_allowed) > 0
-	count(_lone_allowed) == count(_lone_allows)
-	not input.approval.approved == false
-} else := {"decision": "deny", "reasons": deny_reasons, "matched_rules": matched_rules} if {
-	count(denials) > 0
+# Resolution: deny > user-approval > allow > default deny. matched_rules holds every rule that
+# matched, whatever the outcome, sorted by effect (allow, approval, deny), then id.
+verdict := {
+	"decision": "deny",
+	"reasons": sort({r.message | some r in rules; r.effect == "deny"}),
+	"matched_rules": sort(rules | approval_granted),
+} if {
+	"deny" in effects
 } else := {
 	"decision": "user-approval",
 	"reasons": approval_reasons,
-	"matched_rules": matched_rules,
+	"matched_rules": sort(rules),
 	"approval": approval_document,
 } if {
-	count(approvals) > 0
+	"approval" in effects
 	not approval_satisfied
 } else := {
 	"decision": "allow",
 	"reasons": [sprintf("%s (approved by %v)", [reason, approver_id]) | some reason in approval_reasons],
-	"matched_rules": matched_rules,
+	"matched_rules": sort(rules | approval_granted),
 } if {
-	count(approvals) > 0
-} else := {"decision": "allow", "reasons": ["allowed by policy"], "matched_rules": matched_rules}
+	"approval" in effects
+} else := {"decision": "allow", "reasons": ["allowed by policy"], "matched_rules": sort(rules)} if {
+	allowed
+} else := {
+	"decision": "deny",
+	"reasons": ["no policy rule allows this call"],
+	"matched_rules": sort(rules | {no_rule_allows}),
+}
 
 # --- what the gateway enforces (docs/session.md) -----------------------------------------------
 
@@ -464,17 +404,13 @@ verdict := {"decision": "allow", "reasons": ["allowed by policy"], "matched_rule
 # the gateway reserves atomically when it answers allow, and the rate limits of policy data
 # (lib.rate_limits), which count every decision: members of the decision (above) only when
 # they have entries.
-family_limits := sort([limit | some family in families; some limit in data.tools[family].limits])
-
-rate_limit_list := sort([rate | some rate in lib.rate_limits])
-
 default limits_member := {}
 
-limits_member := {"limits": family_limits} if count(family_limits) > 0
+limits_member := {"limits": sort(family_limits)} if {
+	family_limits := [limit | some family in families; some limit in data.tools[family].limits]
+	count(family_limits) > 0
+}
 
 default rate_limits_member := {}
 
-rate_limits_member := {"rate_limits": rate_limit_list} if count(rate_limit_list) > 0
-
-# What an allow carries; a deny or a user-approval carries the rate limits only.
-allow_members := object.union(limits_member, rate_limits_member)
+rate_limits_member := {"rate_limits": sort(lib.rate_limits)} if count(lib.rate_limits) > 0

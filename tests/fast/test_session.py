@@ -239,8 +239,12 @@ def test_the_settings_rate_limit_answers_429_with_retry_after(tmp_path, engine) 
         assert 1 <= error.retry_after_s <= 30 and error.headers == {"Retry-After": str(error.retry_after_s)}
         assert error.details == {"rate_limit": "settings.per_subject", "scope": "subject"}
         assert run(built, _body("readFile", {"path": "/a"}), sub="u-2").decision == "deny"  # per subject
-        assert run(built, _body("readFile", {"path": "/a"}, dry_run=True)).decision == "deny"  # dry runs are not limited
-        assert [r.error_code for r in fakes.records(built)] == [None, None, "RATE_LIMITED", None, None]
+        # A dry run states what the call would get now (issue 27): limited, and it counts nothing.
+        assert isinstance(run(built, _body("readFile", {"path": "/a"}, dry_run=True)), RateLimited)
+        assert run(built, _body("readFile", {"path": "/a"}, dry_run=True), sub="u-2").decision == "deny"
+        assert run(built, _body("readFile", {"path": "/a"}), sub="u-2").decision == "deny"  # the dry run took no slot
+        assert [r.error_code for r in fakes.records(built)] == [None, None, "RATE_LIMITED", None, "RATE_LIMITED", None,
+                                                                 None]
     finally:
         built.decision_log.close()
 

@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -146,3 +147,41 @@ def test_a_key_reserved_by_an_unrecorded_allow_is_released(make_app, tmp_path):
     retry = client.post("/v1/decide", json=payment, headers=headers)
     assert retry.status_code == 200, retry.get_json()
     assert retry.get_json()["decision"] == "allow" and retry.get_json()["idempotency"]["state"] == "reserved"
+
+
+def test_a_failed_batch_fails_every_call_in_it_and_releases_their_keys(make_app, tmp_path):
+    """Calls whose records wait behind a batch go together into the next one; when the store
+    stays locked that batch fails, and every call in it answers 503 and gives its key back:
+    each retry is decided afresh (reserved), not refused as in flight."""
+    path = tmp_path / "decisions.sqlite"
+    app = make_app(audit_dsn=str(path), audit_timeout_ms=300)
+    store = app.extensions["toolgate"].decision_reader
+    sizes: list[int] = []
+    real_commit = store._batches._commit
+
+    def counting(batch):
+        sizes.append(len(batch))
+        return real_commit(batch)
+
+    store._batches._commit = counting
+    keys = [f"pay-batch-{i}" for i in range(6)]
+
+    def pay(key: str):
+        payment = decide_body("processPayment", {"amount": 12.5, "currency": "EUR", "recipient": "acct_42"})
+        return app.test_client().post("/v1/decide", json=payment, headers={**auth(roles=["admin"]), "Idempotency-Key": key})
+
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN EXCLUSIVE")
+    try:
+        with ThreadPoolExecutor(len(keys)) as pool:
+            answers = list(pool.map(pay, keys))
+    finally:
+        blocker.execute("ROLLBACK")
+        blocker.close()
+    for answer in answers:
+        assert_fails_closed(answer)
+    assert max(sizes) > 1  # calls shared a failed batch
+    for key in keys:
+        retry = pay(key)
+        assert retry.status_code == 200, retry.get_json()
+        assert retry.get_json()["idempotency"]["state"] == "reserved"

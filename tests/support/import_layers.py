@@ -6,7 +6,8 @@ Layers, highest first; a module may import from its own layer and the layers bel
               app.*.commands
     decide    app.decide.*                      the pipeline and the other recorded calls
     adapters  auth, contracts, engine, policy, idempotency, approvals, audit, receipts, session, redis_client, tracing, proxy
-    base      errors, settings, models, vocabulary, timefmt, jwa, bodies, fingerprint, metrics, logs, about, terminal
+    base      errors, settings, models, vocabulary, timefmt, jwa, bodies, fingerprint, metrics, logs, about, terminal,
+              deadline
 
 Import cycles among app modules are refused whatever their layers (function-level imports
 count: they are dependencies too), and ``bench`` never imports ``tests``.
@@ -20,7 +21,7 @@ import grimp
 
 LAYERS = ("entry", "decide", "adapters", "base")
 _BASE = {"errors", "settings", "models", "vocabulary", "timefmt", "jwa", "bodies", "fingerprint", "metrics", "logs",
-         "about", "terminal"}
+         "about", "terminal", "deadline"}
 _ADAPTERS = {"auth", "contracts", "engine", "policy", "idempotency", "approvals", "audit",
              "receipts", "session", "redis_client", "tracing", "proxy"}
 

@@ -182,10 +182,12 @@ def test_mix_weighted_weighs_the_kinds_as_the_mix_sends_them():
 
 
 def test_parse_variant():
-    from bench.run import parse_variant
+    from bench.run import Variant, parse_variant
 
-    assert parse_variant("t2:threads=2,TOOLGATE_ENGINE_GO_MAX_PROCS=1") == ("t2", 2, {"TOOLGATE_ENGINE_GO_MAX_PROCS": "1"})
-    assert parse_variant("baseline:") == ("baseline", None, {})
+    assert parse_variant("t2:threads=2,TOOLGATE_ENGINE_GO_MAX_PROCS=1") == Variant(
+        "t2", 2, None, {"TOOLGATE_ENGINE_GO_MAX_PROCS": "1"})
+    assert parse_variant("w3t2:workers=3,threads=2") == Variant("w3t2", 2, 3, {})
+    assert parse_variant("baseline:") == Variant("baseline", None, None, {})
     for bad in ("no-colon", ":threads=2", "x:threads"):
         with pytest.raises(ValueError):
             parse_variant(bad)

@@ -136,12 +136,27 @@ def test_a_property_file_with_mistakes_is_refused_with_its_paths(tmp_path):
         read_property_file(bad)
 
 
-def test_a_premise_that_never_holds_is_vacuous_not_a_pass(tmp_path):
+def _shipped_check(tmp_path: Path, properties: str, examples: int) -> tuple[PropertyResult, PolicyWorld]:
+    """The one property of the property file ``properties`` (its ``properties`` list, YAML)
+    checked on the shipped policies and contracts."""
     spec_file = tmp_path / "p.yaml"
-    spec_file.write_text("toolgate_properties:\n  version: 1\n  properties:\n    - name: never_true\n"
-                         "      tools: [readFile]\n      when: input.call.input.path == 7\n      never: [allow]\n")
+    spec_file.write_text("toolgate_properties:\n  version: 1\n  properties:\n" + properties)
     spec = read_property_file(spec_file)
     bundle = read_directory(POLICY_DIR)
     world = PolicyWorld.read(bundle, ContractRegistry.load(CONTRACTS_DIR).all())
-    result = check_property(spec.properties[0], bundle, world, examples=20)
+    return check_property(spec.properties[0], bundle, world, examples=examples), world
+
+
+def test_a_premise_that_never_holds_is_vacuous_not_a_pass(tmp_path):
+    result, _ = _shipped_check(tmp_path, "    - name: never_true\n      tools: [readFile]\n"
+                                         "      when: input.call.input.path == 7\n      never: [allow]\n", 20)
     assert result.status == "vacuous" and result.examples == 20 and result.premise_held == 0
+
+
+def test_every_tool_gets_inputs_its_contract_accepts(tmp_path):
+    """createTicket's clientMutationId has ``format: uuid``, which hypothesis-jsonschema does not
+    know: without our format its inputs were all refused by the contract, and the tool untried."""
+    result, world = _shipped_check(tmp_path, "    - name: any_decision\n      tools: all\n"
+                                             "      only: [allow, deny, user-approval]\n", 1)
+    assert result.status == "holds", result.error
+    assert result.premise_held >= len(world.contracts)  # at least one input of every tool

@@ -1,16 +1,15 @@
-"""SQLite backend of the decision log (the default): one file, WAL journal, one connection per
-thread, a busy timeout, writers serialised by ``BEGIN IMMEDIATE``.
+"""SQLite backend of the decision log (the default): one file, WAL journal, a connection per
+thread for reads and one for the process's writer, a busy timeout, writers serialised by
+``BEGIN IMMEDIATE``.
 
 Before ``BEGIN IMMEDIATE`` a writer takes its turn: a lock of this process, then ``flock`` on
 ``<path>.lock`` between processes (gunicorn workers). Waiters sleep in the kernel and wake as
 soon as the writer commits; without this, concurrent writers met SQLite's busy handler, which
 sleeps up to 100 ms between retries (the benchmark's decide p99 was 0.8 s at 250 req/s).
 
-Appends are group-committed: records that threads of one process append while another
-append is being written wait, and the next writer commits all of them in one transaction (one
-fsync with ``synchronous=FULL``, which otherwise bounds a process to one record per fsync).
-Each caller still returns only after its own record is committed; a group that fails is
-retried one record per transaction, so a bad record fails only its own call.
+Appends are group-committed (``app.audit.sql_writer``): the records that threads of one process
+append while another batch is being written go into one transaction, so one fsync with
+``synchronous=FULL`` (which would otherwise bound a process to one record per fsync).
 
 The file and its folder are created on first start (``create=False``, for the commands that
 only read or check a log: never; a missing file is ``StoreMissing``). ``synchronous=FULL`` (the default) makes
@@ -28,10 +27,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from app.audit.records import AuditEvent, AuditRecord
 from app.audit.sql_base import StoreMissing
 from app.audit.sql_store import SqlDecisionStore
-from app.audit.sql_writer import canonical_members_or_unavailable
 from app.errors import DependencyUnavailable
 
 log = logging.getLogger(__name__)
@@ -43,21 +40,9 @@ def _unavailable(exc: BaseException) -> DependencyUnavailable:
     return DependencyUnavailable("the decision log is unavailable", log_detail=f"sqlite: {exc}")
 
 
-class _Pending:
-    """One queued append: the event and its canonical members, then its record or the error
-    that stopped it."""
-
-    __slots__ = ("error", "event", "members", "record")
-
-    def __init__(self, event: AuditEvent, members: dict[str, bytes]) -> None:
-        self.event = event
-        self.members = members
-        self.record: AuditRecord | None = None
-        self.error: BaseException | None = None
-
-
 class SqliteDecisionStore(SqlDecisionStore):
-    """The decision log in the SQLite file ``path``. Thread-safe (a connection per thread);
+    """The decision log in the SQLite file ``path``. Thread-safe (a connection per thread, and
+    the writer's);
     build it after fork. Raises ``ValueError`` for an unknown ``synchronous`` level."""
 
     _schema_exists_sql = "SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'decision_schema'"
@@ -73,9 +58,7 @@ class SqliteDecisionStore(SqlDecisionStore):
         self._connections: set[sqlite3.Connection] = set()
         self._lock = threading.Lock()
         self._writer_turn = threading.Lock()
-        self._group = threading.Condition()
-        self._queue: list[_Pending] = []
-        self._writing = False
+        self._writer: sqlite3.Connection | None = None
         self._lock_fd: int | None = None
         self._lock_pid: int | None = None
         if not create and not self.path.is_file():
@@ -92,9 +75,13 @@ class SqliteDecisionStore(SqlDecisionStore):
         return str(self.path)
 
     def _connection(self) -> sqlite3.Connection:
+        """This thread's connection for reads."""
         conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            return conn
+        if conn is None:
+            conn = self._local.conn = self._open()
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
         if self._create:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             target: str | Path = self.path
@@ -110,66 +97,22 @@ class SqliteDecisionStore(SqlDecisionStore):
         except sqlite3.Error:
             conn.close()
             raise
-        self._local.conn = conn
         with self._lock:
             self._connections.add(conn)
         return conn
 
     def _discard(self, conn: sqlite3.Connection) -> None:
-        """Drop this thread's connection after a failure so the next call opens a fresh one."""
-        self._local.conn = None
+        """Drop a connection after a failure so that the next call opens a fresh one."""
+        if getattr(self._local, "conn", None) is conn:
+            self._local.conn = None
+        if self._writer is conn:
+            self._writer = None
         with self._lock:
             self._connections.discard(conn)
         try:
             conn.close()
         except sqlite3.Error:
             log.debug("closing a failed sqlite connection failed", exc_info=True)
-
-    def append(self, event: AuditEvent) -> AuditRecord:
-        """Append ``event`` (group commit, see the module docstring); returns its record once it
-        is committed. Raises ``DependencyUnavailable`` when the store cannot write it."""
-        self.ensure_schema()
-        pending = _Pending(event, canonical_members_or_unavailable(event))
-        with self._group:
-            self._queue.append(pending)
-            # Wait until another writer committed this record, or become the writer.
-            while pending.record is None and pending.error is None and self._writing:
-                self._group.wait()
-            group: list[_Pending] = []
-            if pending.record is None and pending.error is None:
-                self._writing = True
-                group, self._queue = self._queue, []
-        if group:
-            try:
-                self._commit_group(group)
-            finally:
-                with self._group:
-                    self._writing = False
-                    self._group.notify_all()
-        if pending.error is not None:
-            raise pending.error
-        assert pending.record is not None
-        return pending.record
-
-    def _commit_group(self, group: list[_Pending]) -> None:
-        """Write ``group`` in one transaction; on failure, each record alone (see module doc)."""
-        try:
-            with self._write() as cur:
-                records = self._append_in(cur, [(pending.event, pending.members) for pending in group])
-        except Exception as exc:
-            if len(group) > 1:
-                for pending in group:
-                    self._commit_group([pending])
-                return
-            if not isinstance(exc, DependencyUnavailable):
-                log.error("decision record could not be written", exc_info=exc, extra={"event": "audit_append_bug"})
-                exc = DependencyUnavailable(
-                    "the decision log is unavailable", log_detail=f"record could not be written: {type(exc).__name__}"
-                )
-            group[0].error = exc
-            return
-        for pending, record in zip(group, records, strict=True):
-            pending.record = record
 
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Cursor]:
@@ -196,10 +139,19 @@ class SqliteDecisionStore(SqlDecisionStore):
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Cursor]:
+        """A write transaction on the writer's connection (under ``_writer_turn``): one
+        connection writes every batch of this process, so its page cache stays warm from one
+        batch to the next (SQLite drops a connection's cache whenever another one wrote)."""
         try:
-            conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
+            if self._writer is None:
+                self._writer = self._open()
         except (sqlite3.Error, OSError) as exc:
+            raise _unavailable(exc) from exc
+        conn = self._writer
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            self._discard(conn)  # e.g. opened read-only while the file was: never keep that one
             raise _unavailable(exc) from exc
         try:
             yield conn.cursor()
@@ -239,6 +191,7 @@ class SqliteDecisionStore(SqlDecisionStore):
             conn.close()
         self._local = threading.local()
         with self._writer_turn:
+            self._writer = None
             if self._lock_fd is not None and self._lock_pid == os.getpid():
                 os.close(self._lock_fd)
             self._lock_fd = None

@@ -85,14 +85,13 @@ budget_limit(id, scope, window_s, maximum, amount_field) := {
 #   tools.<tool>: each subject's calls of that tool.
 # An entry that is not an object is passed on as it is, so that the gateway refuses the
 # decision ("no policy decision", logged) instead of dropping a limit meant to hold.
-rate_limits contains _rate("data.tenant", "tenant", data.rate_limits.tenants[input.subject.tenant])
+rate_limits contains _rate("data.tenant", "tenant", rule) if rule := data.rate_limits.tenants[input.subject.tenant]
 
-rate_limits contains _rate("data.subject", "subject", data.rate_limits.subject)
+rate_limits contains _rate("data.subject", "subject", rule) if rule := data.rate_limits.subject
 
-rate_limits contains _rate(
-	concat(".", ["data.tool", input.tool.name]), "subject",
-	data.rate_limits.tools[input.tool.name],
-)
+rate_limits contains _rate(concat(".", ["data.tool", input.tool.name]), "subject", rule) if {
+	rule := data.rate_limits.tools[input.tool.name]
+}
 
 _rate(id, scope, rule) := {
 	"id": id, "scope": scope,

@@ -13,9 +13,9 @@ package toolgate.lib
 # The calling tenant's data ({} when there is none).
 default tenant := {}
 
-tenant := data.tenants[input.subject.tenant] if {
-	is_string(input.subject.tenant)
-	is_object(data.tenants[input.subject.tenant])
+tenant := value if {
+	value := data.tenants[input.subject.tenant]
+	is_object(value)
 }
 
 # The tenant's limit `name` when it is a number, else `fallback`.

@@ -110,8 +110,14 @@ ascii_printable(s) if {
 # `s` with every confusable character replaced by the ASCII one it looks like.
 skeleton(s) := strings.replace_n(confusables, s) if is_string(s)
 
-# `s` holds a character that looks like an ASCII one but is not.
-has_confusable(s) if skeleton(s) != s
+# `s` holds a character that looks like an ASCII one but is not. Every confusable is outside
+# ASCII, so an ASCII string has none, and its skeleton (a replacer built from the whole table)
+# is not computed.
+has_confusable(s) if {
+	is_string(s)
+	regex.match(`[^\x00-\x7f]`, s)
+	skeleton(s) != s
+}
 
 # `candidate` looks like `reference` (same skeleton) but is a different string.
 lookalike(candidate, reference) if {

@@ -97,10 +97,11 @@ prefixes contains concat("/", array.concat([""], array.slice(segments, 0, n))) i
 	n > 0
 }
 
-# The most segments of a path in the lists (roots, secret paths, pseudo-filesystems).
-listed_depth := max({count(lib.path_segments(p)) |
-	some p in (((read_roots | delete_roots) | secret_paths) | pseudo_fs_roots)
-})
+# The most segments of a path in the lists (roots, secret paths, pseudo-filesystems): a
+# constant, not computed on every call; files_test.rego checks it against the lists.
+listed_depth := 3
+
+listed_paths := ((read_roots | delete_roots) | secret_paths) | pseudo_fs_roots
 
 lower_prefixes contains lower(p) if some p in prefixes
 

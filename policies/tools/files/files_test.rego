@@ -2,6 +2,7 @@ package tools.files_test
 
 import data.toolgate.fixtures_test as fixtures
 
+import data.toolgate.lib
 import data.tools.files
 
 other_admin := fixtures.subject("u-7", "globex", ["admin"])
@@ -290,7 +291,7 @@ test_a_tenant_sets_its_daily_deletes if {
 test_settings_are_normalized if {
 	every p in files.protected_paths {
 		fixtures.same([p, lower(p)], [p, p])
-		fixtures.same([p, data.toolgate.lib.path_normalize(p)], [p, p])
+		fixtures.same([p, lib.path_normalize(p)], [p, p])
 	}
 	every name in files.secret_names | files.secret_extensions {
 		fixtures.same([name, lower(name)], [name, name])
@@ -313,6 +314,10 @@ test_percent_encoded_and_lookalike_paths_denied if {
 
 # A path of many segments is compared with the lists down to their depth only (its prefixes
 # below cannot match), so its cost grows with its length, not with its length squared.
+test_listed_depth_is_the_depth_of_the_deepest_listed_path if {
+	files.listed_depth == max({count(lib.path_segments(p)) | some p in files.listed_paths})
+}
+
 test_a_deep_path_makes_no_more_prefixes_than_the_lists_are_deep if {
 	deep := concat("", ["/srv/", concat("/", [format_int(n, 10) | some n in numbers.range(1, 2000)]), "/x.txt"])
 	found := files.prefixes with input as read(fixtures.agent, deep)
