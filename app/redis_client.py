@@ -136,8 +136,7 @@ def _eval_on(pool: ConnectionPool, script: LuaScript, keys: Sequence[str], args:
     replaces a connection the server closed), then the command and its reply on the connection,
     which disconnects itself on a socket error or timeout. This leaves out what
     ``Redis.execute_command`` adds around the same steps on every command (a retry wrapper with
-    no retries, OpenTelemetry recorders, reply callbacks, none of which a script's reply has):
-    about 60 % of the CPU of a round trip.
+    no retries, OpenTelemetry recorders, reply callbacks, none of which a script's reply has).
 
     Raises ``redis.RedisError`` like ``Redis.evalsha``.
     """
