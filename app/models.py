@@ -31,7 +31,8 @@ class Subject(BaseModel):
     id: str
     tenant: str
     roles: tuple[str, ...] = ()
-    asserted_by: str | None = None
+    #: Left out of dumps when None, so an end user's subject dumps as it always has.
+    asserted_by: str | None = Field(default=None, exclude_if=lambda value: value is None)
 
     def asserted(self, subject_id: str) -> Subject:
         """The subject ``subject_id`` of this caller's tenant, as this caller (a PEP) asserts

