@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from redis import BlockingConnectionPool, Redis, RedisError
+from redis import BlockingConnectionPool, ConnectionPool, Redis, RedisError
 from redis.backoff import NoBackoff
 from redis.cluster import RedisCluster
 from redis.connection import parse_url
@@ -104,6 +104,8 @@ class RedisConnection:
         """
 
         def call(client: Client) -> Any:
+            if not isinstance(client, RedisCluster):
+                return _eval_on(client.connection_pool, script, keys, args)
             try:
                 return client.evalsha(script.sha, len(keys), *keys, *args)
             except NoScriptError:
@@ -127,6 +129,27 @@ class RedisConnection:
                     node.redis_connection.connection_pool.disconnect()
         if client is not None:
             client.close()
+
+
+def _eval_on(pool: ConnectionPool, script: LuaScript, keys: Sequence[str], args: Sequence[str | int]) -> Any:
+    """``script`` on one connection of a standalone Redis's ``pool``: the pool's checkout (it
+    replaces a connection the server closed), then the command and its reply on the connection,
+    which disconnects itself on a socket error or timeout. This leaves out what
+    ``Redis.execute_command`` adds around the same steps on every command (a retry wrapper with
+    no retries, OpenTelemetry recorders, reply callbacks, none of which a script's reply has).
+
+    Raises ``redis.RedisError`` like ``Redis.evalsha``.
+    """
+    connection = pool.get_connection()
+    try:
+        try:
+            connection.send_command("EVALSHA", script.sha, len(keys), *keys, *args)
+            return connection.read_response()
+        except NoScriptError:
+            connection.send_command("EVAL", script.source, len(keys), *keys, *args)
+            return connection.read_response()
+    finally:
+        pool.release(connection)
 
 
 def _client_options(settings: RedisSettings, pool_size: int) -> dict[str, Any]:

@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 
 def _keys(subject: Subject) -> SubjectKeys:
-    return SubjectKeys(subject.tenant, subject.id)
+    return SubjectKeys.of(subject.tenant, subject.id)
 
 
 def _key_digest(stage: Prepared) -> str | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from app.contracts.contract import ToolContract
@@ -67,12 +68,12 @@ class Scope:
     subject: str
     key: str
 
-    @property
+    @cached_property
     def tag(self) -> str:
         """Hex SHA-256 of the RFC 8785 JSON ``[tenant, subject, key]``: the Redis Cluster hash tag."""
         return hashlib.sha256(canonical_json([self.tenant, self.subject, self.key])).hexdigest()
 
-    @property
+    @cached_property
     def redis_keys(self) -> tuple[str, str]:
         """``(record key, lease key)``, both in the slot of ``{tag}``."""
         prefix = f"toolgate:idem:{{{self.tag}}}"

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from app.fingerprint import canonical_json
 from app.models import LimitSpec
@@ -42,11 +42,19 @@ class SubjectKeys:
     tenant: str
     subject: str
 
+    @staticmethod
+    @lru_cache(maxsize=4096)
+    def of(tenant: str, subject: str) -> SubjectKeys:
+        """The keys of ``subject`` of ``tenant``, kept for the process's most recent 4096
+        subjects: the key names are a SHA-256 of canonical JSON, worth computing once per
+        subject rather than on every step of every call."""
+        return SubjectKeys(tenant, subject)
+
     @cached_property
     def prefix(self) -> str:
         return f"toolgate:sess:{{{_digest([self.tenant, self.subject])}}}"
 
-    @property
+    @cached_property
     def events(self) -> tuple[str, str, str, str, str]:
         """``(timeline, events, outcomes, args, shares)``, the keys of every event script."""
         return tuple(f"{self.prefix}:{name}" for name in ("timeline", "events", "outcomes", "args", "shares"))  # type: ignore[return-value]

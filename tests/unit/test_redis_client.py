@@ -60,3 +60,21 @@ def test_close_then_reconnect(redis_server):
     redis.close()
     redis.ping()
     redis.close()
+
+
+def test_a_script_runs_again_after_the_server_dropped_its_connection_and_its_cache(redis_server, redis_client):
+    redis = build_redis(Settings(redis_url=redis_server.url))
+    assert redis.eval("echo", ECHO, ["k"], ["v"]) == ["k", "v"]
+    redis_client.script_flush()
+    assert redis_client.client_kill_filter(_type="normal", skipme=True) >= 1  # the gateway's pooled connection
+    assert redis.eval("echo", ECHO, ["k"], ["again"]) == ["k", "again"]  # reconnected on checkout, then EVAL
+    redis.close()
+
+
+def test_a_failing_script_is_a_503_and_leaves_the_connection_usable(redis_server, redis_client):
+    redis = build_redis(Settings(redis_url=redis_server.url, threads=1))
+    with pytest.raises(DependencyUnavailable) as err:
+        redis.eval("broken", LuaScript("return redis.call('NOSUCHCOMMAND')"), ["k"], [])
+    assert isinstance(err.value.__cause__, RedisError) and "broken" in err.value.log_detail
+    assert redis.eval("echo", ECHO, ["k"], ["v"]) == ["k", "v"]
+    redis.close()
