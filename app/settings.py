@@ -707,8 +707,23 @@ class InterfaceSettings(_Section):
         description="The JWT that identifies the client of `toolgate mcp --transport stdio` "
         "(verified like a bearer token, on every call).",
     )
+    mcp_authorization_servers: CsvList = Field(
+        [],
+        description="Issuer URLs of the OAuth authorization servers that issue `toolgate mcp`'s bearer tokens, "
+        "published in its protected-resource metadata (RFC 9728, `/.well-known/oauth-protected-resource`) and "
+        "named by `resource_metadata` in its 401 challenge; unset: no metadata is published.",
+    )
+    mcp_scopes: CsvList = Field(
+        [], description="The OAuth scopes the protected-resource metadata lists as `scopes_supported`."
+    )
+    mcp_resource_url: str | None = Field(
+        None,
+        pattern=r"^https?://[^\s?#]+$",
+        description="The `resource` identifier of the protected-resource metadata (the MCP endpoint's public URL); "
+        "unset: the request's base URL and `TOOLGATE_MCP_PATH`.",
+    )
 
-    @field_validator("mcp_tool_versions", mode="before")
+    @field_validator("mcp_tool_versions", "mcp_authorization_servers", "mcp_scopes", mode="before")
     @classmethod
     def _tool_versions_csv(cls, value: object) -> object:
         return _split_csv(value)

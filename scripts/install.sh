@@ -74,3 +74,11 @@ if [ "$(cat "$adapter_stamp" 2>/dev/null)" != "$adapter_want" ]; then
   (cd clients/ai-sdk && PATH="$PWD/../../$node22/bin:$PATH" npm ci --no-audit --no-fund --loglevel=error)
   echo "$adapter_want" > "$adapter_stamp"
 fi
+# The MCP gateway tests' real peers (tests/mcp/peers): npm MCP servers, the official MCP
+# conformance suite and its example server, at the versions of the lock file.
+peers_stamp="tests/mcp/peers/node_modules/.toolgate-installed"
+peers_want="$(sha256sum tests/mcp/peers/package-lock.json | cut -c1-16)"
+if [ "$(cat "$peers_stamp" 2>/dev/null)" != "$peers_want" ]; then
+  (cd tests/mcp/peers && PATH="$PWD/../../../$node22/bin:$PATH" npm ci --no-audit --no-fund --loglevel=error)
+  echo "$peers_want" > "$peers_stamp"
+fi

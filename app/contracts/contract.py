@@ -43,6 +43,9 @@ class ContractMetadata(BaseModel):
     mutating: bool
     risk: Risk
     retry_safe: bool = False
+    #: An error result of the tool (MCP ``isError``) is an outcome, kept and replayed like a
+    #: success; by default it releases the idempotency key, so the call may run again.
+    error_results_final: bool = False
     sensitive_paths: tuple[str, ...] = ()
     idempotency_key_field: str | None = None
     lease_s: int | None = Field(default=None, gt=0, le=86_400)

@@ -5,7 +5,7 @@ call's input deny it. The policy says so in its capability document (``capabilit
 default ``data.toolgate.capability``), asked once per tool with the input
 
     {"subject": {"id", "tenant", "roles"}, "tool": {"name", "version", "registered",
-     "mutating", "risk", "annotations"?}}
+     "mutating", "risk", "annotations"?, "upstream"?}}
 
 (no ``call``, ``context``, ``history`` or ``approval``: nothing the call would bring). Its
 result has the shape of a decision (``{"decision": "allow"|"deny", "reasons": [...]}``) and
@@ -57,19 +57,25 @@ def evaluate(engine: PolicyEngine, subject: Subject, tools: Sequence[ToolFacts])
     return answers
 
 
-def contract_facts(contract: ToolContract, annotations: ToolAnnotations | None = None) -> ToolFacts:
+def contract_facts(
+    contract: ToolContract, annotations: ToolAnnotations | None = None, upstream: str | None = None
+) -> ToolFacts:
     """What the policy is told about a registered tool."""
     meta = contract.meta
-    return ToolFacts(meta.name, meta.version, True, meta.mutating, meta.risk, annotations, meta.namespace, meta.output_labels)
+    return ToolFacts(meta.name, meta.version, True, meta.mutating, meta.risk, annotations, meta.namespace,
+                     meta.output_labels, upstream)
 
 
-def tool_facts(contracts: ContractRegistry, name: str, version: str, annotations: ToolAnnotations | None) -> ToolFacts:
+def tool_facts(
+    contracts: ContractRegistry, name: str, version: str, annotations: ToolAnnotations | None, upstream: str | None = None
+) -> ToolFacts:
     """What ``decide`` tells the policy about tool ``name`` ``version`` (``validation.validate``):
-    the contract's facts, or those of a dynamic tool (mutating, high risk)."""
+    the contract's facts, or those of a dynamic tool (mutating, high risk); ``upstream`` names
+    the MCP upstream that offers it."""
     contract = contracts.get(name, version)
     if contract is not None:
-        return contract_facts(contract, annotations)
-    return ToolFacts(name, version, False, True, "high", annotations)
+        return contract_facts(contract, annotations, upstream)
+    return ToolFacts(name, version, False, True, "high", annotations, upstream=upstream)
 
 
 def usable_contracts(engine: PolicyEngine, contracts: ContractRegistry, subject: Subject) -> list[ToolContract]:

@@ -60,11 +60,13 @@ class ToolAnnotations:
 @dataclass(frozen=True)
 class ToolDefinition:
     """What the server that runs a tool says about it (an MCP upstream's ``tools/list`` entry):
-    the JSON Schema of its arguments and its behaviour hints. Hints are untrusted: the policy
-    sees them (``input.tool.annotations``), nothing else relies on them."""
+    the JSON Schema of its arguments and its behaviour hints, and the name of the upstream
+    (``input.tool.upstream``). Hints are untrusted: the policy sees them
+    (``input.tool.annotations``), nothing else relies on them."""
 
     input_schema: dict[str, Any]
     annotations: ToolAnnotations
+    upstream: str | None = None
 
 
 @dataclass(frozen=True)
@@ -97,8 +99,8 @@ class DecideCall:
 
 @dataclass(frozen=True)
 class ToolFacts:
-    """What the policy is told about the tool (``input.tool``); ``annotations`` only for a
-    tool an MCP upstream defined."""
+    """What the policy is told about the tool (``input.tool``); ``annotations`` and
+    ``upstream`` (the upstream's configured name) only for a tool an MCP upstream defined."""
 
     name: str
     version: str
@@ -109,6 +111,7 @@ class ToolFacts:
     namespace: str = ""
     #: The contract's ``output_labels``: what a result of this tool brings into the session.
     output_labels: tuple[str, ...] = ()
+    upstream: str | None = None
 
     @property
     def qualified(self) -> str:
@@ -128,6 +131,8 @@ class ToolFacts:
         }
         if self.annotations is not None:
             facts["annotations"] = self.annotations.as_input()
+        if self.upstream is not None:
+            facts["upstream"] = self.upstream
         return facts
 
 

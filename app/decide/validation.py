@@ -53,6 +53,7 @@ def validate(stage: Parsed, settings: ContractSettings) -> Validated:
     request, contract = stage.request, stage.contract
     definition = stage.call.tool_definition
     annotations = definition.annotations if definition else None
+    upstream = definition.upstream if definition else None
     if contract is None:
         size = len(json.dumps(request.input, separators=(",", ":"), ensure_ascii=False).encode())
         limit = settings.dynamic_tool_max_input_bytes
@@ -65,11 +66,12 @@ def validate(stage: Parsed, settings: ContractSettings) -> Validated:
         if definition is not None:
             validate_upstream_input(definition.input_schema, request.input)
         normalized = request.input
-        tool = ToolFacts(request.tool, request.version, False, True, "high", annotations, request.namespace)
+        tool = ToolFacts(request.tool, request.version, False, True, "high", annotations, request.namespace, upstream=upstream)
     else:
         normalized = contract.validate_input(request.input)
         meta = contract.meta
-        tool = ToolFacts(meta.name, meta.version, True, meta.mutating, meta.risk, annotations, meta.namespace, meta.output_labels)
+        tool = ToolFacts(meta.name, meta.version, True, meta.mutating, meta.risk, annotations, meta.namespace,
+                         meta.output_labels, upstream)
     try:
         input_fingerprint: str | None = fingerprint(stage.subject.tenant, stage.subject.id, tool.qualified, tool.version, normalized)
     except ValidationFailed:

@@ -6,13 +6,19 @@ ask for approval.
     error result with the approval id | allow: replay, or forward and record the result
 
 Idempotency: a call that may change something (a contract that says ``mutating``; a tool
-without one whose ``readOnlyHint`` is not true) always has a key, so a retried call never
-runs twice: ``_meta["toolgate/idempotencyKey"]`` when the client sends one, the contract's key
-field when the arguments hold it, else one derived from the caller, the tool, the
-``_meta["toolgate/toolCallId"]`` and the arguments (an identical call within the retention
-is the same call). The upstream's result is stored as the call's execution report; a call
-sent upstream that did not end with a valid result is recorded as failed and not run again
-(its outcome is unknown); one that could not be sent releases its key.
+without one whose ``readOnlyHint`` is not true) always has a key, so one request never runs
+twice: ``_meta["toolgate/idempotencyKey"]`` when the client sends one, the contract's key
+field when the arguments hold it, else one derived from what identifies the request: the
+caller, the tool, the arguments, the MCP session and the JSON-RPC request id (a transport
+retry repeats the id in the same session; a new request, or a client that reconnected, is
+another call; a 2026-07-28 request has no session and is its own call). Two different
+requests are never merged (docs/design.md §4).
+
+The upstream's result is stored as the call's execution report, unless it is an error result
+(``isError``): that releases the key (the call may run again once its cause is fixed), except
+for a contract with ``error_results_final``. A call sent upstream that did not end with a
+valid result is recorded as failed and not run again (its outcome is unknown); one that could
+not be sent releases its key and is a retryable ``INTERNAL_ERROR``.
 
 Errors: the gateway's own refusals (arguments against the schema, key conflicts) are error
 results the model can act on; a policy or store outage, and an upstream failure, are MCP
@@ -33,6 +39,8 @@ import anyio
 import mcp_types as types
 from cachetools import TTLCache
 from mcp import MCPError
+from mcp.shared.dispatcher import ProgressFnT
+from mcp.shared.message import ServerMessageMetadata
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
@@ -41,10 +49,11 @@ from app.decide.deps import Deps
 from app.decide.events import RequestFacts
 from app.decide.phases import Phases
 from app.decide.pipeline import decide
-from app.decide.stages import DecideCall, Progress
+from app.decide.stages import DecideCall, Progress, ToolDefinition
 from app.errors import DependencyUnavailable, ToolgateError, Unauthenticated, ValidationFailed
 from app.idempotency.keys import validate_key
 from app.mcp import results
+from app.mcp.relay import Relays
 from app.mcp.upstreams import UpstreamFailed, UpstreamPool, UpstreamTool, UpstreamUnavailable
 from app.models import DecideResponse, Subject
 
@@ -58,6 +67,8 @@ APPROVAL_META = "toolgate/approval"
 APPROVAL_INPUT = "toolgate/approval"
 #: Calls remembered per gateway process (grants used, approvals opened).
 _KEPT = 10_000
+#: ``data`` of the MCP error of a call that was not sent: it may be sent again.
+_UNSENT = {"retryable": True}
 
 
 @dataclass(frozen=True)
@@ -80,23 +91,68 @@ class ToolCall:
     tool_call_id: str | None
     context: dict[str, Any]
     key: str | None
-    #: Identifies "the same call" (caller, tool, call id, arguments) whether or not it has a key.
+    #: Identifies "the same call" (caller, tool, call id, arguments) whether or not it has a key:
+    #: the approval a retried call belongs to is found by it.
     ref: str
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """What identifies one request on the wire: the MCP session it came on (the HTTP
+    ``Mcp-Session-Id``; over stdio, the one connection of the process; a request without a
+    session is a session of its own) and its JSON-RPC request id."""
+
+    session: str
+    request_id: str | int | None
+    #: Whether ``session`` is one the client keeps (not made up for a request without one).
+    stateful: bool = True
 
 
 def _meta(params: types.CallToolRequestParams) -> dict[str, Any]:
     return dict(params.meta or {})
 
 
-def derived_key(subject: Subject, tool: str, version: str, tool_call_id: str | None, arguments: dict[str, Any]) -> str:
-    """The idempotency key of a call that sends none: ``mcp-`` and the SHA-256 of the caller,
-    the tool, the call id and the arguments (sorted-key JSON)."""
-    material = json.dumps([subject.id, tool, version, tool_call_id, arguments], sort_keys=True, separators=(",", ":"))
-    return "mcp-" + hashlib.sha256(material.encode()).hexdigest()
+def _digest(material: list[Any]) -> str:
+    return "mcp-" + hashlib.sha256(json.dumps(material, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def call_ref(subject: Subject, tool: str, version: str, tool_call_id: str | None, arguments: dict[str, Any]) -> str:
+    """``mcp-`` and the SHA-256 of the caller, the tool, the call id and the arguments
+    (sorted-key JSON): the same call, asked again."""
+    return _digest([subject.id, tool, version, tool_call_id, arguments])
+
+
+def derived_key(ref: str, exchange: Exchange) -> str:
+    """The idempotency key of a call that sends none: the call's ``ref`` within one request
+    (its session and JSON-RPC id)."""
+    return _digest([ref, exchange.session, exchange.request_id])
 
 
 def _request_id() -> str:
     return "mcp-" + uuid.uuid4().hex
+
+
+async def run_decide(
+    deps: Deps, caller: Caller, body: dict[str, Any], key: str | None, definition: ToolDefinition
+) -> DecideResponse:
+    """One run of the decide pipeline with the decide ``body`` (in a worker thread: it is
+    synchronous). Raises what ``decide`` raises."""
+    decide_call = DecideCall(request_id=_request_id(), authorization=caller.authorization,
+                             body=json.dumps(body).encode(), idempotency_key=key, tool_definition=definition)
+    return await anyio.to_thread.run_sync(partial(decide, deps, Progress(decide_call), Phases()))
+
+
+def _progress_relay(ctx: Any, params: types.CallToolRequestParams) -> ProgressFnT | None:
+    """What passes the upstream's progress of a call on to the client, under the client's own
+    progress token; None when the client asked for no progress."""
+    token = (params.meta or {}).get("progress_token")
+    if not isinstance(token, str | int):
+        return None
+
+    async def relay(progress: float, total: float | None, message: str | None) -> None:
+        await ctx.session.send_progress_notification(token, progress, total, message, related_request_id=ctx.request_id)
+
+    return relay
 
 
 def _elicitation_supported(ctx: Any) -> bool:
@@ -112,6 +168,9 @@ class ToolCalls:
     def __init__(self, deps: Deps, pool: UpstreamPool) -> None:
         self._deps = deps
         self._pool = pool
+        self._relays = Relays(pool)
+        #: The one client of a stdio gateway.
+        self._stdio_session = uuid.uuid4().hex
         self._versions = dict(pair.split(":", 1) for pair in deps.settings.mcp_tool_versions if ":" in pair)
         retention = deps.settings.idempotency_retention_s
         #: Grants used by an attempt, by (tenant, subject, key): a retry of the attempt shows it again.
@@ -125,7 +184,15 @@ class ToolCalls:
         """The contract version a tool is decided under (``TOOLGATE_MCP_TOOL_VERSIONS``, else 1)."""
         return self._versions.get(name, "1")
 
-    def _resolve(self, caller: Caller, tool: UpstreamTool, params: types.CallToolRequestParams) -> ToolCall:
+    def exchange(self, ctx: Any) -> Exchange:
+        """The session and JSON-RPC id of the request ``ctx`` serves."""
+        request = getattr(ctx, "request", None)
+        if request is None:
+            return Exchange(self._stdio_session, ctx.request_id)
+        session = request.headers.get("mcp-session-id")
+        return Exchange(session or uuid.uuid4().hex, ctx.request_id, stateful=session is not None)
+
+    def _resolve(self, caller: Caller, tool: UpstreamTool, params: types.CallToolRequestParams, exchange: Exchange) -> ToolCall:
         meta = _meta(params)
         version = self.version_of(tool.name)
         arguments = params.arguments or {}
@@ -135,12 +202,12 @@ class ToolCalls:
             raise ValidationFailed(
                 "toolgate/toolCallId must be a string and toolgate/context an object", http_status=400
             )
-        ref = derived_key(caller.subject, tool.name, version, call_id, arguments)
+        ref = call_ref(caller.subject, tool.name, version, call_id, arguments)
         explicit = meta.get(IDEMPOTENCY_KEY_META)
         if explicit is not None:
             key: str | None = validate_key(explicit) if isinstance(explicit, str) else validate_key("")
         else:
-            key = ref if self._needs_key(tool, version, arguments) else None
+            key = derived_key(ref, exchange) if self._needs_key(tool, version, arguments) else None
         return ToolCall(tool, version, arguments, call_id, context, key, ref)
 
     def _needs_key(self, tool: UpstreamTool, version: str, arguments: dict[str, Any]) -> bool:
@@ -155,32 +222,27 @@ class ToolCalls:
     # --- deciding ----------------------------------------------------------------------------
 
     async def _decide(self, caller: Caller, call: ToolCall, approval: dict[str, str] | None = None) -> DecideResponse:
-        """One run of the decide pipeline (in a worker thread: it is synchronous). Raises what
-        ``decide`` raises."""
+        """One run of the decide pipeline for ``call``. Raises what ``decide`` raises."""
         body: dict[str, Any] = {"tool": call.tool.name, "version": call.version, "input": call.arguments,
                                 "context": call.context}
         if call.tool_call_id is not None:
             body["tool_call_id"] = call.tool_call_id
         if approval is not None:
             body["approval"] = approval
-        decide_call = DecideCall(
-            request_id=_request_id(),
-            authorization=caller.authorization,
-            body=json.dumps(body).encode(),
-            idempotency_key=call.key,
-            tool_definition=call.tool.definition,
-        )
-        return await anyio.to_thread.run_sync(partial(decide, self._deps, Progress(decide_call), Phases()))
+        return await run_decide(self._deps, caller, body, call.key, call.tool.definition)
 
     async def call(self, ctx: Any, caller: Caller, params: types.CallToolRequestParams) -> types.CallToolResult | types.InputRequiredResult:
         """Answer one ``tools/call`` (see the module docstring). Raises ``MCPError``:
         ``INVALID_PARAMS`` for an unknown tool, ``INVALID_REQUEST`` for a rejected token,
-        ``INTERNAL_ERROR`` for an outage or an upstream failure."""
+        ``INTERNAL_ERROR`` for an outage or an upstream failure (``data.retryable`` when nothing
+        was sent)."""
         tool = await self._pool.find(params.name)
         if tool is None:
+            if self._pool.incomplete:  # the tool may be on an upstream that cannot be reached now
+                raise MCPError(INTERNAL_ERROR, "an upstream is unavailable", data=_UNSENT)
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name[:128]}")
         try:
-            call = self._resolve(caller, tool, params)
+            call = self._resolve(caller, tool, params, self.exchange(ctx))
             response = await self._decide(caller, call, await self._presented(caller, call, params))
             if response.decision == "user-approval":
                 approved = await self._approval(ctx, caller, call, response, params)
@@ -193,7 +255,7 @@ class ToolCalls:
             return results.denied(response)
         if response.decision == "user-approval":
             return results.approval_pending(response)
-        return await self._execute(caller, call, response)
+        return await self._execute(ctx, caller, call, response, _progress_relay(ctx, params))
 
     async def _presented(
         self, caller: Caller, call: ToolCall, params: types.CallToolRequestParams
@@ -274,45 +336,86 @@ class ToolCalls:
             f"approval {response.approval.approval_id}. Accept once it is answered to continue."
         )
         schema: dict[str, Any] = {"type": "object", "properties": {}}
+        # The approval in structured form too, under the same key as on a pending result.
+        request = types.ElicitRequest(params=types.ElicitRequestFormParams.model_validate({
+            "message": message, "requestedSchema": schema,
+            "_meta": {APPROVAL_META: response.approval.model_dump(mode="json")},
+        }))
         if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS:
             answered = (params.input_responses or {}).get(APPROVAL_INPUT)
             if answered is None:
-                request = types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requested_schema=schema))
                 return types.InputRequiredResult(input_requests={APPROVAL_INPUT: request})
             return answered if isinstance(answered, types.ElicitResult) else None
-        return await ctx.session.elicit_form(message=message, requested_schema=schema, related_request_id=ctx.request_id)
+        return await ctx.session.send_request(request, types.ElicitResult,
+                                              metadata=ServerMessageMetadata(related_request_id=ctx.request_id))
 
     # --- running -----------------------------------------------------------------------------
 
-    async def _execute(self, caller: Caller, call: ToolCall, response: DecideResponse) -> types.CallToolResult:
-        """An allowed call: replay its stored outcome, or forward it and record the result."""
+    async def _execute(
+        self, ctx: Any, caller: Caller, call: ToolCall, response: DecideResponse, progress: ProgressFnT | None
+    ) -> types.CallToolResult:
+        """An allowed call: replay its stored outcome, or forward it (its progress to
+        ``progress``, the upstream's requests to the client when it can answer them) and
+        record the result."""
         idempotency = response.idempotency
         if idempotency is not None and idempotency.state == "replayed":
             return results.replayed(response)
         token = idempotency.reservation_token if idempotency is not None else None
         tool = call.tool
         try:
-            result = await tool.upstream.call_tool(tool.tool.name, call.arguments)
+            result = await self._relayed(ctx, tool, call.arguments, progress)
             outcome = self._checked(call, result)
         except UpstreamUnavailable as exc:
             await self._failed(caller, call, token, retryable=True, reason=f"{exc}; the call was not sent")
-            raise MCPError(INTERNAL_ERROR, f"upstream {tool.upstream.name} is unavailable") from exc
+            raise MCPError(INTERNAL_ERROR, f"upstream {tool.upstream.name} is unavailable", data=_UNSENT) from exc
         except UpstreamFailed as exc:
             unknown = "" if exc.sent_but_refused else "; whether it ran is unknown"
             await self._failed(caller, call, token, retryable=exc.sent_but_refused, reason=f"{exc}{unknown}")
             data = {"kind": exc.kind, **({"upstream_code": exc.code} if exc.code is not None else {})}
             raise MCPError(INTERNAL_ERROR, f"upstream {tool.upstream.name} failed ({exc.kind})", data=data) from exc
         if call.key is not None and token is not None:
-            try:
-                await anyio.to_thread.run_sync(
-                    partial(reports.record_complete, self._deps, RequestFacts(_request_id(), None), caller.subject,
-                            call.key, outcome, token=token)
-                )
-            except ToolgateError as error:
-                log.error("the result of an executed call could not be stored: %s", error.code,
-                          extra={"event": "mcp_report_failed", "decision_id": response.decision_id, "code": error.code})
-                raise MCPError(INTERNAL_ERROR, "the tool ran but its result could not be recorded") from error
+            if result.is_error and not self._errors_final(call):
+                reason = f"upstream {tool.upstream.name} answered an error result"
+                await self._failed(caller, call, token, retryable=True, reason=reason)
+            else:
+                await self._completed(caller, call, response, outcome, token)
         return results.with_decision(result, response)
+
+    async def _relayed(
+        self, ctx: Any, tool: UpstreamTool, arguments: dict[str, Any], progress: ProgressFnT | None
+    ) -> types.CallToolResult:
+        """Call the tool upstream, through the client session's own connection when it gets one
+        (``app.mcp.relay``). Raises as ``Upstream.call_tool``."""
+        exchange = self.exchange(ctx)
+        if not exchange.stateful:
+            return await tool.upstream.call_tool(tool.tool.name, arguments, progress)
+        upstream, relay = await self._relays.route(exchange.session, tool.upstream, ctx)
+        if relay is not None:
+            relay.serving = ctx
+        try:
+            return await upstream.call_tool(tool.tool.name, arguments, progress)
+        finally:
+            if relay is not None and relay.serving is ctx:
+                relay.serving = None
+
+    async def _completed(self, caller: Caller, call: ToolCall, response: DecideResponse, outcome: dict[str, Any], token: str) -> None:
+        """Store the result as the outcome of the call's key. Raises ``MCPError`` when it
+        cannot be stored (the tool ran)."""
+        assert call.key is not None
+        try:
+            await anyio.to_thread.run_sync(
+                partial(reports.record_complete, self._deps, RequestFacts(_request_id(), None), caller.subject,
+                        call.key, outcome, token=token)
+            )
+        except ToolgateError as error:
+            log.error("the result of an executed call could not be stored: %s", error.code,
+                      extra={"event": "mcp_report_failed", "decision_id": response.decision_id, "code": error.code})
+            raise MCPError(INTERNAL_ERROR, "the tool ran but its result could not be recorded") from error
+
+    def _errors_final(self, call: ToolCall) -> bool:
+        """Whether the tool's contract says its error results are outcomes (kept and replayed)."""
+        contract = self._deps.contracts.get(call.tool.name, call.version)
+        return contract is not None and contract.meta.error_results_final
 
     def _checked(self, call: ToolCall, result: types.CallToolResult) -> dict[str, Any]:
         """The stored form of an upstream result, after checking its structured content

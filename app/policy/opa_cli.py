@@ -94,6 +94,11 @@ def parse_coverage(document: dict) -> CoverageReport:
     return report
 
 
+#: ``opa test``'s time per test (its default, 5 s, fails the heaviest test, which evaluates every
+#: shipped decision case, on a loaded machine).
+TEST_TIMEOUT = "60s"
+
+
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=600, check=False)
@@ -106,13 +111,13 @@ def run_opa_test(opa: Path, policy_dir: Path) -> tuple[bool, str]:
     what the test printed (the fixtures' ``expect``: the decision with its matched rules, and
     what was expected), then the failed expression with the value of each of its variables
     under it; passing tests are only counted."""
-    done = _run([str(opa), "test", "--var-values", str(policy_dir)])
+    done = _run([str(opa), "test", "--timeout", TEST_TIMEOUT, "--var-values", str(policy_dir)])
     return done.returncode == 0, (done.stdout + done.stderr).rstrip()
 
 
 def run_opa_coverage(opa: Path, policy_dir: Path) -> CoverageReport:
     """``opa test --coverage --format json DIR`` parsed. Raises ``OpaRunError``."""
-    done = _run([str(opa), "test", "--coverage", "--format", "json", str(policy_dir)])
+    done = _run([str(opa), "test", "--timeout", TEST_TIMEOUT, "--coverage", "--format", "json", str(policy_dir)])
     try:
         document = json.loads(done.stdout)
     except ValueError:

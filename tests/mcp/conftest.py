@@ -89,8 +89,11 @@ class Gateway:
 
     def executions(self) -> list[dict[str, Any]]:
         """Every call the upstream executed, in order."""
-        path = self.tmp_path / "executions.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        return [entry for entry in upstream_log(self.tmp_path) if "tool" in entry]
+
+    def listings(self) -> int:
+        """How many times the upstream answered ``tools/list``."""
+        return sum(1 for entry in upstream_log(self.tmp_path) if entry.get("listed"))
 
     def records(self, **filters: Any) -> list[Any]:
         """The decision records of tenant acme, oldest first."""
@@ -101,16 +104,23 @@ class Gateway:
             store.close()
 
 
+def upstream_log(tmp_path: Path) -> list[dict[str, Any]]:
+    """What the test upstream logged: its executed calls and its listings, in order."""
+    path = tmp_path / "executions.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
 def stdio_upstream(tmp_path: Path) -> dict[str, Any]:
     """The test upstream as a stdio upstream of ``TOOLGATE_MCP_UPSTREAMS``."""
     return {"name": "notes", "command": UPSTREAM, "cwd": str(PROJECT_ROOT),
             "env": {"NOTES_EXECUTION_LOG": str(tmp_path / "executions.jsonl")}}
 
 
-def start_gateway(tmp_path: Path, redis_url: str, *, upstream: dict[str, Any] | None = None, **extra: str) -> Gateway:
+def start_gateway(tmp_path: Path, redis_url: str, *, upstream: dict[str, Any] | None = None,
+                  upstreams: list[dict[str, Any]] | None = None, **extra: str) -> Gateway:
     port = free_port()
-    upstreams = json.dumps([upstream or stdio_upstream(tmp_path)])
-    env = gateway_env(tmp_path, redis_url, TOOLGATE_MCP_UPSTREAMS=upstreams, **extra)
+    listed = json.dumps(upstreams or [upstream or stdio_upstream(tmp_path)])
+    env = gateway_env(tmp_path, redis_url, TOOLGATE_MCP_UPSTREAMS=listed, **extra)
     with (tmp_path / "gateway.log").open("wb") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "app.cli", "mcp", "--bind", f"127.0.0.1:{port}"],
@@ -122,6 +132,21 @@ def start_gateway(tmp_path: Path, redis_url: str, *, upstream: dict[str, Any] | 
         process.kill()
         raise
     return Gateway(url=f"http://127.0.0.1:{port}/mcp", env=env, tmp_path=tmp_path, process=process)
+
+
+def http_upstream(tmp_path: Path, port: int | None = None) -> tuple[subprocess.Popen[bytes], str]:
+    """The test upstream over Streamable HTTP on a loopback port (a free one unless given): the
+    process and its URL."""
+    port = port or free_port()
+    env = {"NOTES_EXECUTION_LOG": str(tmp_path / "executions.jsonl"), "PATH": "/usr/bin:/bin"}
+    process = subprocess.Popen([sys.executable, "-m", "tests.mcp.upstream_server", "--http", str(port)],
+                               cwd=PROJECT_ROOT, env=env, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, timeout_s=60)
+    except TimeoutError:
+        process.kill()
+        raise
+    return process, f"http://127.0.0.1:{port}/mcp"
 
 
 def stop(process: subprocess.Popen[bytes]) -> None:

@@ -65,7 +65,7 @@ async def test_tools_list_shows_only_the_tools_a_role_may_use(gateway: Gateway) 
         agent = {tool.name for tool in (await client.list_tools()).tools}
     async with gateway.client(gateway.token("u-2", "viewer")) as client:
         viewer = {tool.name: tool for tool in (await client.list_tools()).tools}
-    assert agent == {"read_note", "add_note", "transfer", "crash", "malformed", "slow"}
+    assert agent == {"read_note", "add_note", "transfer", "charge", "summarize", "crash", "malformed", "slow"}
     # delete_note is granted to viewers by name, but it is destructive (no annotations) and
     # viewers may not use destructive tools: an input-independent rule hides it.
     assert set(viewer) == {"read_note"}
@@ -75,29 +75,31 @@ async def test_tools_list_shows_only_the_tools_a_role_may_use(gateway: Gateway) 
 
 async def test_a_retried_call_replays_the_stored_result_instead_of_running_twice(gateway: Gateway) -> None:
     async with gateway.client(gateway.token("u-1", "agent")) as client:
-        first = await client.call_tool("transfer", {"amount": 40, "to": "bob"})
-        retry = await client.call_tool("transfer", {"amount": 40, "to": "bob"})
-        keyed = await client.call_tool("transfer", {"amount": 40, "to": "bob"}, meta={"toolgate/idempotencyKey": "tr-2"})
+        key = {"toolgate/idempotencyKey": "tr-1"}
+        first = await client.call_tool("transfer", {"amount": 40, "to": "bob"}, meta=key)
+        retry = await client.call_tool("transfer", {"amount": 40, "to": "bob"}, meta=key)
+        unkeyed = await client.call_tool("transfer", {"amount": 40, "to": "bob"})  # another request: another call
     assert first.structured_content == retry.structured_content
     assert decision(first)["replayed"] is False and decision(retry)["replayed"] is True
-    assert keyed.structured_content != first.structured_content  # another key: another call
+    assert unkeyed.structured_content != first.structured_content and decision(unkeyed)["replayed"] is False
     assert [e["tool"] for e in gateway.executions()] == ["transfer", "transfer"]
     assert [r.replayed for r in gateway.records(event="decide")] == [False, True, False]
 
 
 async def test_an_approval_without_elicitation_names_the_approval_and_the_retry_proceeds(gateway: Gateway) -> None:
+    key = {"toolgate/idempotencyKey": "tr-carol"}
     async with gateway.client(gateway.token("u-1", "agent")) as client:
-        pending = await client.call_tool("transfer", {"amount": 500, "to": "carol"})
+        pending = await client.call_tool("transfer", {"amount": 500, "to": "carol"}, meta=key)
         approval = (pending.meta or {})["toolgate/approval"]
         assert pending.is_error and decision(pending)["decision"] == "user-approval"
         assert approval["request_reason"] == "transfers over 100 need approval"
         assert approval["approval_id"] in text(pending)
-        again = await client.call_tool("transfer", {"amount": 500, "to": "carol"})
+        again = await client.call_tool("transfer", {"amount": 500, "to": "carol"}, meta=key)
         assert (again.meta or {})["toolgate/approval"]["approval_id"] == approval["approval_id"]  # the same approval
         assert gateway.executions() == []
         answer_approval(gateway, approval["approval_id"], approved=True)
-        done = await client.call_tool("transfer", {"amount": 500, "to": "carol"})
-        replay = await client.call_tool("transfer", {"amount": 500, "to": "carol"})
+        done = await client.call_tool("transfer", {"amount": 500, "to": "carol"}, meta=key)
+        replay = await client.call_tool("transfer", {"amount": 500, "to": "carol"}, meta=key)
     assert not done.is_error and decision(done)["reasons"] == ["allowed by the test policy"]
     assert decision(replay)["replayed"] is True and replay.structured_content == done.structured_content
     assert [e["arguments"] for e in gateway.executions()] == [{"amount": 500, "to": "carol"}]
@@ -118,15 +120,22 @@ async def test_an_account_holders_elicitation_never_approves_her_own_transfer(ga
     """Her MCP session is the requester's own: an answer from it is never an approval (a
     requester confirms her own call only with a step-up token, when the policy allows it)."""
     asked: list[types.ElicitRequestParams] = []
+    metas: list[dict[str, Any]] = []
 
     async def confirm(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         asked.append(params)
+        # The request's _meta: on its params (handshake), on the context (a 2026-07-28 input request).
+        metas.append({**(context.meta or {}), **(params.meta or {})})
         return types.ElicitResult(action="accept", content={"approve": True})
 
     async with gateway.client(gateway.token("u-5", "account_holder"), elicitation_callback=confirm, mode=mode) as client:
         result = await client.call_tool("transfer", {"amount": 300, "to": "erin"})
     assert result.is_error and decision(result)["decision"] == "user-approval", text(result)
     assert len(asked) == 1 and "needs an approver's answer" in asked[0].message
+    if mode == "legacy":  # the SDK (2.3) hands a 2026-07-28 input request's callback no _meta
+        structured = metas[0]["toolgate/approval"]
+        assert structured["approval_id"] == result.meta["toolgate/approval"]["approval_id"]
+        assert structured["request_reason"] == "transfers over 100 need approval"
     assert gateway.executions() == []
     assert gateway.records(event="approval_answer") == []
 
@@ -166,10 +175,11 @@ async def test_arguments_against_the_upstream_schema_are_refused_before_any_deci
 
 
 async def test_an_upstream_crash_is_an_mcp_error_recorded_and_the_next_call_reconnects(gateway: Gateway) -> None:
+    key = {"toolgate/idempotencyKey": "crash-1"}
     async with gateway.client(gateway.token("u-1", "agent")) as client:
         with pytest.raises(MCPError) as crashed:
-            await client.call_tool("crash", {})
-        replayed = await client.call_tool("crash", {})  # its outcome is unknown: it is never run again
+            await client.call_tool("crash", {}, meta=key)
+        replayed = await client.call_tool("crash", {}, meta=key)  # its outcome is unknown: it is never run again
         after = await client.call_tool("read_note", {"name": "welcome"})
     assert "failed (closed)" in crashed.value.error.message
     assert replayed.is_error and decision(replayed)["replayed"] is True and "is not run again" in text(replayed)

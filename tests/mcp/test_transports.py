@@ -13,29 +13,25 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from tests.conftest import PROJECT_ROOT
-from tests.mcp.conftest import gateway_env, settings_of, start_gateway, stop
-from tests.support.servers import free_port, wait_for_port
+from tests.mcp.conftest import gateway_env, http_upstream, settings_of, start_gateway, stop, upstream_log
+from tests.support.servers import free_port
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-def http_upstream(tmp_path: Path) -> Iterator[str]:
+def notes_over_http(tmp_path: Path) -> Iterator[str]:
     """The test upstream over Streamable HTTP on a free loopback port."""
-    port = free_port()
-    env = {"NOTES_EXECUTION_LOG": str(tmp_path / "executions.jsonl"), "PATH": "/usr/bin:/bin"}
-    process = subprocess.Popen([sys.executable, "-m", "tests.mcp.upstream_server", "--http", str(port)],
-                               cwd=PROJECT_ROOT, env=env, stderr=subprocess.DEVNULL)
-    wait_for_port(port, timeout_s=60)
-    yield f"http://127.0.0.1:{port}/mcp"
+    process, url = http_upstream(tmp_path)
+    yield url
     stop(process)
 
 
 async def test_a_stdio_client_through_the_gateway_to_an_http_upstream(tmp_path: Path, redis_server, redis_client,
-                                                                        http_upstream: str) -> None:
+                                                                        notes_over_http: str) -> None:
     from app.auth.dev_tokens import mint_dev_token
 
-    upstreams = f'[{{"name": "notes", "url": "{http_upstream}"}}]'
+    upstreams = f'[{{"name": "notes", "url": "{notes_over_http}"}}]'
     env = gateway_env(tmp_path, redis_server.url, TOOLGATE_MCP_UPSTREAMS=upstreams)
     token = mint_dev_token(settings_of(env), sub="u-7", tenant="acme", roles=["viewer"])
     env["TOOLGATE_MCP_STDIO_TOKEN"] = token
@@ -48,8 +44,7 @@ async def test_a_stdio_client_through_the_gateway_to_an_http_upstream(tmp_path: 
     assert listed == {"read_note"}
     assert not read.is_error and read.meta["toolgate/decision"]["decision"] == "allow"
     assert denied.is_error and denied.meta["toolgate/decision"]["decision"] == "deny"
-    lines = (tmp_path / "executions.jsonl").read_text().splitlines()
-    assert len(lines) == 1 and '"read_note"' in lines[0]
+    assert [entry["tool"] for entry in upstream_log(tmp_path) if "tool" in entry] == ["read_note"]
 
 
 def test_stdio_without_a_configured_identity_refuses_to_start(tmp_path: Path, redis_server) -> None:
@@ -72,3 +67,27 @@ async def test_an_unreachable_upstream_lists_nothing_and_calls_fail_as_unavailab
                 await client.call_tool("read_note", {"name": "welcome"})
     finally:
         stop(gateway.process)
+
+
+async def test_the_protected_resource_metadata_and_the_401_challenge_name_the_authorization_server(
+    tmp_path: Path, redis_server, redis_client
+) -> None:
+    """RFC 9728 as the MCP authorization specification uses it: a client that gets 401 finds
+    the metadata from the challenge, and in it the authorization server to get a token from."""
+    import httpx2
+
+    gateway = start_gateway(tmp_path, redis_server.url, TOOLGATE_MCP_AUTHORIZATION_SERVERS="https://id.example.com/realms/acme",
+                            TOOLGATE_MCP_SCOPES="mcp:tools,mcp:resources")
+    try:
+        async with httpx2.AsyncClient() as http:
+            refused = await http.post(gateway.url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
+            challenge = refused.headers["www-authenticate"]
+            where = challenge.split('resource_metadata="')[1].rstrip('"')
+            metadata = (await http.get(where)).json()
+    finally:
+        stop(gateway.process)
+    base = gateway.url.removesuffix("/mcp")
+    assert refused.status_code == 401 and challenge.startswith('Bearer realm="toolgate"')
+    assert where == f"{base}/.well-known/oauth-protected-resource/mcp"
+    assert metadata == {"resource": gateway.url, "authorization_servers": ["https://id.example.com/realms/acme"],
+                        "bearer_methods_supported": ["header"], "scopes_supported": ["mcp:tools", "mcp:resources"]}

@@ -6,7 +6,8 @@
 #
 # `data.toolgate.decision`: deny > user-approval > allow. The capability denials, plus rules on
 # the call's input: a note may not mention a password; a transfer over the threshold needs the
-# approval of an approver (or of the account holder herself); private documents may not be read.
+# approval of an approver (or of the account holder herself); private documents may not be read;
+# an upstream named in `data.read_only_upstreams` may only be read (`input.tool.upstream`).
 package toolgate
 
 import rego.v1
@@ -50,6 +51,11 @@ deny contains "notes must not hold passwords" if {
 }
 
 deny contains "the approver rejected this call" if input.approval.approved == false
+
+deny contains sprintf("upstream %s may only be read", [input.tool.upstream]) if {
+	input.tool.upstream in data.read_only_upstreams
+	not input.tool.annotations.readOnlyHint
+}
 
 # AuthZEN requests about documents (resource type "document"): private ones may not be read.
 deny contains sprintf("document %s is private", [input.call.input.resource.id]) if {
