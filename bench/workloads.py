@@ -72,11 +72,11 @@ ROLES = {
 }
 
 
-def mint_token(secret: str, role: str, *, sub: str | None = None, ttl_s: int = 4 * 3600) -> str:
-    """An HS256 bearer token for the bench gateway: tenant ``acme``, one role, ``ttl_s`` seconds."""
+def mint_token(secret: str, role: str, *, sub: str | None = None, ttl_s: int = 4 * 3600, tenant: str = TENANT) -> str:
+    """An HS256 bearer token for the bench gateway: ``tenant`` (``acme``), one role, ``ttl_s`` seconds."""
     now = int(time.time())
     claims = {
-        "iss": ISSUER, "aud": AUDIENCE, "sub": sub or f"bench-{role}", "tenant": TENANT, "roles": [role],
+        "iss": ISSUER, "aud": AUDIENCE, "sub": sub or f"bench-{role}", "tenant": tenant, "roles": [role],
         "iat": now, "nbf": now, "exp": now + ttl_s, "jti": str(uuid.uuid4()),
     }
     return jwt.encode(claims, secret, algorithm="HS256", headers={"typ": "JWT"})

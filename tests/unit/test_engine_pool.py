@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from app.engine import embedded
 from app.engine.embedded import EmbeddedEngine
 from app.engine.sources import DirectorySource
 from app.errors import DependencyUnavailable
@@ -54,6 +55,8 @@ def test_threads_share_at_most_pool_size_engines(policy_dir: Path) -> None:
     try:
         decisions = _evaluate_from_threads(engine, threads=6, calls=20)
         assert len(decisions) == 120
+        with engine._pool:
+            engine._pool.wait_for(lambda: not engine._building, timeout=60)  # the background builder
         # The four inputs of the mix: allow, deny, user-approval, allow.
         assert set(decisions) == {"allow", "deny", "user-approval"}
         assert 1 <= engine._made <= 2 and len(engine._idle) == engine._made
@@ -90,3 +93,32 @@ def test_a_closed_engine_refuses_to_evaluate(policy_dir: Path) -> None:
 def test_pool_size_must_be_positive(policy_dir: Path) -> None:
     with pytest.raises(ValueError):
         EmbeddedEngine(DirectorySource(policy_dir), "toolgate/decision", pool_size=0)
+
+
+def test_no_call_compiles_a_reloaded_policy(policy_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reload compiles and prepares the new revision's first engine before publishing it,
+    and further engines come from the background builder: calls (here the test's threads) never
+    load a policy into an engine, so a push cannot stall another tenant's calls. The real
+    ``load_into`` runs; the spy only notes which thread called it."""
+    loaded_in: list[str] = []
+    real_load_into = embedded.load_into
+
+    def noting_load_into(engine: object, bundle: object) -> None:
+        loaded_in.append(threading.current_thread().name)
+        real_load_into(engine, bundle)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(embedded, "load_into", noting_load_into)
+    engine = EmbeddedEngine(DirectorySource(policy_dir), "toolgate/decision", pool_size=2)
+    try:
+        engine.evaluate(policy_inputs()[0])
+        (policy_dir / "toolgate" / "pool_probe.rego").write_text("package toolgate.pool_probe\n\nprobe := true\n")
+        reloader = threading.Thread(target=engine.reload, name="reloader")
+        reloader.start()
+        reloader.join(timeout=60)
+        loaded_in.clear()
+        decisions = _evaluate_from_threads(engine, threads=3, calls=10)
+        assert len(decisions) == 30
+        assert set(loaded_in) <= {"toolgate-policy-engine"}
+        assert engine.status()["generation"] == 2
+    finally:
+        engine.close()
