@@ -21,7 +21,7 @@ def test_a_caller_sees_the_contracts_its_roles_may_use(make_app) -> None:
     client = make_app(policy_dir=POLICIES, contracts_dir=CONTRACTS).test_client()
     agent = client.get("/v1/capabilities", headers=auth("u-1", roles=["agent"]))
     reader = client.get("/v1/capabilities", headers=auth("u-2", roles=["reader"]))
-    assert agent.status_code == 200 and names(agent) == ["transfer"]
+    assert agent.status_code == 200 and names(agent) == ["charge", "transfer"]  # both mutating tools of the MCP suite
     assert reader.status_code == 200 and names(reader) == []  # readers are granted no registered tool
     [transfer] = [t for t in agent.get_json()["tools"] if t["name"] == "transfer"]
     assert transfer["input_schema"]["required"] == ["amount", "to"] and transfer["mutating"] is True

@@ -95,7 +95,7 @@ def test_check_policies_passes_on_clean_policies_and_names_what_fails(policies):
     subprocess.run([str(opa_binary()), "fmt", "-w", str(policies)], check=True, capture_output=True)
     clean = _run("bash", "scripts/check-policies", str(policies))
     assert clean.returncode == 0, clean.stdout + clean.stderr
-    assert clean.stdout.count("\nok\n") == 4  # opa check, opa fmt, regal lint, toolgate policy check
+    assert clean.stdout.count("\nok\n") == 5  # opa check, opa fmt, regal lint, toolgate policy check, properties
 
     target = policies / "tools" / "files" / "files.rego"  # tickets.rego has no indented line
     target.write_text(target.read_text().replace("\n\t", "\n    ", 1))

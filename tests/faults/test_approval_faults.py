@@ -137,14 +137,14 @@ def test_a_self_asserted_approval_is_not_part_of_the_api(client):
 
 def test_input_without_a_canonical_form_cannot_be_approved(client):
     """A dynamic tool the developer role may use only with approval, called with an integer
-    beyond 2**53: nothing could bind it, so the call is denied instead of asking a human."""
+    beyond 2**53: nothing could bind it, so it never reaches a human. Such a number is refused
+    as the request is read (400), with or without a grant presented, so no approval can open."""
     body = decide_body("fetchWeather", {"city": "Oslo", "count": 2**60})
     developer = auth("u-dev", "acme", ["developer"])  # no Idempotency-Key: it would fingerprint first
-    data = client.post("/v1/decide", json=body, headers=developer).get_json()
-    assert (data["decision"], data["reasons"]) == ("deny", ["this input cannot be bound to an approval"])
-    presented = with_grant(body, "ap_" + "A" * 32, "tgg1.k-test.e30.AAAA")
-    data = client.post("/v1/decide", json=presented, headers=developer).get_json()
-    assert (data["decision"], data["reasons"]) == ("deny", [INVALID])
+    for sent in (body, with_grant(body, "ap_" + "A" * 32, "tgg1.k-test.e30.AAAA")):
+        response = client.post("/v1/decide", json=sent, headers=developer)
+        assert_error(response, 400, "VALIDATION_ERROR", retryable=False)
+        assert "approval" not in response.get_json()
 
 
 @pytest.mark.parametrize("raw", [b"", b"not json", b"[]", b'{"approved": true, "approved": false}', b"\xff"])

@@ -60,10 +60,13 @@ def test_redis_stopped_mid_run_allows_nothing_then_recovers(app_on, own_redis, o
     _unavailable(decide(client, "createTicket", ticket_input()))
     _unavailable(decide(client, "createTicket", reserved))
     _unavailable(report(client, reserved["clientMutationId"], "complete", {"result": ticket()}))
-    # Read-only calls too: their session (input.session) is in Redis, and no decision is made
-    # without it.
-    _unavailable(decide(client, "exportReport", REPORT_INPUT))
+    # Read-only calls too: the session (input.session) the files family reads is in Redis, and
+    # no decision is made without it.
+    _unavailable(decide(client, "readFile", {"path": "/srv/reports/q1.csv"}))
     assert len(opa_server.calls) == asked  # the policy was never asked
+    # A tool whose family reads no session is asked, but its answer is not returned: its event
+    # cannot be written.
+    _unavailable(decide(client, "exportReport", REPORT_INPUT))
 
     own_redis.start()  # back, empty: the same app reconnects without a restart
     assert _state(decide(client, "createTicket", ticket_input())) == "reserved"

@@ -169,13 +169,14 @@ def test_a_field_the_contract_does_not_define_is_a_warning(tree) -> None:
 
 
 def test_a_helper_package_is_checked_for_the_families_that_import_it(tree) -> None:
-    """Rule code shared by families lives in its own package (policies/shared/<name>/); a typo
-    there is found against the tools of every family importing it."""
-    helper = tree[0] / "shared" / "paths" / "paths.rego"
+    """Rule code shared by families lives in a package of its own outside ``tools`` (the docs'
+    convention names the folder for what the families share); a typo there is found against the
+    tools of every family importing it."""
+    helper = tree[0] / "common" / "paths" / "paths.rego"
     helper.parent.mkdir(parents=True)
-    helper.write_text("package shared.paths\n\nimport data.toolgate.lib\n\ntarget := lib.args.pth\n")
+    helper.write_text("package common.paths\n\nimport data.toolgate.lib\n\ntarget := lib.args.pth\n")
     files = tree[0] / "tools" / "files" / "files.rego"
-    files.write_text(files.read_text().replace("import data.toolgate.lib\n", "import data.shared.paths\nimport data.toolgate.lib\n", 1))
+    files.write_text(files.read_text().replace("import data.toolgate.lib\n", "import data.common.paths\nimport data.toolgate.lib\n", 1))
     report = _check(tree)
     assert report.findings == [Finding(
         "warning", "undefined_field",

@@ -33,11 +33,12 @@ OUTSIDE = {
 
 
 def _files() -> list[Path]:
+    """The project's own text files of ``TREES`` (installed packages under node_modules left out)."""
     return sorted(
         path
         for tree in TREES
         for path in (PROJECT_ROOT / tree).rglob("*")
-        if path.is_file() and path.suffix in TEXT_SUFFIXES and "__pycache__" not in path.parts
+        if path.is_file() and path.suffix in TEXT_SUFFIXES and not {"__pycache__", "node_modules"} & set(path.parts)
     )
 
 
