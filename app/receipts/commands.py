@@ -4,8 +4,9 @@
 
 FILE (default ``-``, standard input) holds a receipt: the compact JWS itself, or a whole decide
 response (a JSON object with a ``receipt`` member), in which case the response's
-``decision_id``, ``decision``, ``policy_revision``, ``tool``, ``reasons`` and ``input`` (by its
-fingerprint) must also agree with the signed claims. ``--keys`` is a key document with the receipt keys in ``keys`` (the gateway's
+``decision_id``, ``decision``, ``policy_revision``, ``tool`` (its namespace and name against
+the signed qualified name), ``matched_rules``, ``reasons`` and ``input`` (by its fingerprint)
+must also agree with the signed claims. ``--keys`` is a key document with the receipt keys in ``keys`` (the gateway's
 ``/.well-known/toolgate-keys``, a saved copy of it, or any JWK Set); nothing else is needed,
 no settings, no gateway, no database.
 
@@ -63,12 +64,15 @@ def _response_mismatches(response: dict[str, Any], claims: ReceiptClaims) -> lis
     """The members of a decide response that say otherwise than its receipt."""
     shown_tool = response.get("tool")
     tool: dict[str, Any] = shown_tool if isinstance(shown_tool, dict) else {}
+    namespace = tool.get("namespace")
+    qualified = f"{namespace}/{tool.get('name')}" if namespace else tool.get("name")
     expected: dict[str, tuple[Any, Any]] = {
         "decision_id": (response.get("decision_id"), claims.decision_id),
         "decision": (response.get("decision"), claims.decision),
         "policy_revision": (response.get("policy_revision"), claims.policy_revision),
-        "tool.name": (tool.get("name"), claims.tool),
+        "tool.name": (qualified, claims.tool),
         "tool.version": (tool.get("version"), claims.version),
+        "matched_rules": (response.get("matched_rules") or None, claims.matched_rules),
     }
     if claims.reasons is not None:
         expected["reasons"] = (response.get("reasons"), claims.reasons)

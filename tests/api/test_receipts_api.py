@@ -199,6 +199,9 @@ def test_a_response_whose_input_or_reasons_were_swapped_does_not_verify(client, 
         "input.json": {**small, "input": {**small["input"], "amount": 150000}},
         "reasons.json": {**denied, "reasons": ["a readable path under a read root"]},
         "no-input.json": {key: value for key, value in small.items() if key != "input"},
+        "rules.json": {**small, "matched_rules": denied["matched_rules"]},
+        "no-rules.json": {**small, "matched_rules": []},
+        "namespace.json": {**small, "tool": {**small["tool"], "namespace": "evil"}},
     }
     for name, response in swapped.items():
         (tmp_path / name).write_text(json.dumps(response))
@@ -207,6 +210,9 @@ def test_a_response_whose_input_or_reasons_were_swapped_does_not_verify(client, 
     assert results["input.json"].returncode == 1 and "does not match its receipt (input)" in results["input.json"].stdout
     assert results["reasons.json"].returncode == 1 and "does not match its receipt (reasons)" in results["reasons.json"].stdout
     assert results["no-input.json"].returncode == 1 and "(input)" in results["no-input.json"].stdout
+    assert small["matched_rules"] and denied["matched_rules"]
+    for name, member in (("rules.json", "matched_rules"), ("no-rules.json", "matched_rules"), ("namespace.json", "tool.name")):
+        assert results[name].returncode == 1 and f"({member})" in results[name].stdout, (name, results[name].stdout)
 
 
 def test_a_rotated_key_still_verifies_what_it_signed(make_app, tmp_path):
