@@ -13,25 +13,20 @@ import uuid
 from typing import Any
 
 import pytest
-
-langchain_core = pytest.importorskip("langchain_core")
-langgraph = pytest.importorskip("langgraph")
-agents = pytest.importorskip("agents")
-
-from agents import Agent, ModelSettings, RunConfig, Runner, function_tool  # noqa: E402
-from agents.items import ModelResponse  # noqa: E402
-from agents.models.interface import Model  # noqa: E402
-from agents.usage import Usage  # noqa: E402
-from langchain_core.messages import AIMessage  # noqa: E402
-from langchain_core.tools import tool  # noqa: E402
-from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
-from langgraph.graph import END, START, MessagesState, StateGraph  # noqa: E402
-from langgraph.prebuilt import ToolNode  # noqa: E402
-from langgraph.types import Command  # noqa: E402
-from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText  # noqa: E402
-from toolgate_client import ToolCallDenied  # noqa: E402
-from toolgate_client.langchain_tools import guard_langchain_tool  # noqa: E402
-from toolgate_client.openai_agents_tools import guard_function_tool  # noqa: E402
+from agents import Agent, ModelSettings, RunConfig, Runner, function_tool
+from agents.items import ModelResponse
+from agents.models.interface import Model
+from agents.usage import Usage
+from langchain_core.messages import AIMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode
+from langgraph.types import Command
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
+from toolgate_client import ToolCallDenied
+from toolgate_client.langchain_tools import guard_langchain_tool
+from toolgate_client.openai_agents_tools import guard_function_tool
 
 PAYMENT = {"amount": 1500, "currency": "EUR", "recipient": "acct_42"}
 
@@ -149,7 +144,9 @@ class ScriptedModel(Model):
         return ModelResponse(output=[item], usage=Usage(), response_id=None)
 
     def stream_response(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError("the tests do not stream")
+        """``Model`` declares it abstract; ``Runner.run`` never streams, so a call here is a
+        test defect, reported as such."""
+        raise AssertionError("Runner.run streamed: these tests script get_response only")
 
 
 def agents_tools(runs: list[str]) -> Any:
