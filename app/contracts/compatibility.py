@@ -352,23 +352,23 @@ def mark_changes(member: str, old: list[dict[str, Any]], new: list[dict[str, Any
     docstring): labels and extracted kinds added are stricter, removed looser."""
     before = {m["pointer"]: m for m in old}
     after = {m["pointer"]: m for m in new}
-    for pointer in sorted(set(before) | set(after)):
-        was, now = before.get(pointer), after.get(pointer)
+    for at in sorted(set(before) | set(after)):
+        was, now = before.get(at), after.get(at)
         if was is None:
-            yield pointer, f"{member}: {pointer or '(the whole result)'} marked (stricter)"
+            yield at, f"{member}: {at or '(the whole result)'} marked (stricter)"
             continue
         if now is None:
-            yield pointer, f"{member}: mark of {pointer or '(the whole result)'} removed (looser)"
+            yield at, f"{member}: mark of {at or '(the whole result)'} removed (looser)"
             continue
         for what in ("labels", "extract"):
             added = sorted(set(now.get(what) or ()) - set(was.get(what) or ()))
             removed = sorted(set(was.get(what) or ()) - set(now.get(what) or ()))
             if added:
-                yield pointer, f"{member}: {what} {', '.join(added)} added (stricter)"
+                yield at, f"{member}: {what} {', '.join(added)} added (stricter)"
             if removed:
-                yield pointer, f"{member}: {what} {', '.join(removed)} removed (looser)"
+                yield at, f"{member}: {what} {', '.join(removed)} removed (looser)"
         if was.get("kind") != now.get("kind"):
-            yield pointer, f"{member}: kind changed from {was.get('kind')!r} to {now.get('kind')!r}"
+            yield at, f"{member}: kind changed from {was.get('kind')!r} to {now.get('kind')!r}"
 
 
 def contract_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Change]:

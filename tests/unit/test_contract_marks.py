@@ -47,7 +47,7 @@ def test_marks_are_read_with_kinds_labels_and_extraction(tmp_path):
          "input mark says nothing", "input root", "unknown member"],
 )
 def test_invalid_marks_are_refused_naming_the_problem(tmp_path, marks, words):
-    with pytest.raises(ContractLoadError, match="t.v1.yaml") as caught:
+    with pytest.raises(ContractLoadError, match=r"t\.v1\.yaml") as caught:
         _load(tmp_path, **marks)
     assert words in str(caught.value)
 
