@@ -76,6 +76,9 @@ def _replay(args: argparse.Namespace) -> int:
     if (args.file is None) == (args.trajectory is None):
         print("toolgate replay: give either FILE (single calls) or --trajectory FILE (conversations)", file=sys.stderr)
         return 2
+    if args.subject_per_conversation and args.trajectory is None:
+        print("toolgate replay: --subject-per-conversation is for --trajectory", file=sys.stderr)
+        return 2
     if args.trajectory is not None and (args.prompt_field or args.conversation_field):
         print("toolgate replay: --trajectory takes the prompt and the conversation from each line;"
               " --prompt-field and --conversation-field are for single calls", file=sys.stderr)
@@ -86,7 +89,8 @@ def _replay(args: argparse.Namespace) -> int:
         token = _replay_token(args)
         if args.trajectory is not None:
             conversations = replay_trajectories(Path(args.trajectory), args.url, identity, settings=load_settings(),
-                                                timeout_s=args.timeout, token=token)
+                                                timeout_s=args.timeout, token=token,
+                                                subject_per_conversation=args.subject_per_conversation)
             print(format_trajectory_report(conversations, as_json=args.json))
             return 0 if conversations.errors == 0 else 1
         report = replay_file(
@@ -208,6 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
     identity.add_argument("--token-file", help="a file whose first line is a token of the gateway's identity provider,"
                        " sent with every call (no development tokens)")
     identity.add_argument("--token", help="the same token on the command line (other users may see it: prefer --token-file)")
+    replay.add_argument("--subject-per-conversation", action="store_true",
+                        help="with --trajectory and development tokens: each conversation its own subject (SUB-LINE), so"
+                        " that per-subject rate limits count one conversation, not the whole file")
     replay.add_argument("--prompt-field", metavar="FIELD",
                         help="a line member sent as context.user_prompt (AgentDojo: task_text, refused on injection"
                         " lines; default: none)")

@@ -12,6 +12,9 @@ its own conversation id (``<conversation>.<run>``, ``run`` random per replay, so
 replay against the same gateway starts clean). Each call is a real decide call (not a dry run)
 with an idempotency key and ``context`` ``{"user_prompt", "conversation_id"}``; the prompt is
 the conversation's, never a call's, so the text an attacker planted cannot pass as the user's.
+Per-subject limits (rate limits) count every conversation of the subject: a file of many
+conversations replayed in seconds runs into them, so with development tokens
+``subject_per_conversation`` gives each conversation its own subject (``<sub>-<line>``).
 An ``allow`` that reserved its key is reported complete with the recorded ``output`` through
 ``/v1/executions/<key>/complete`` and its reservation token, so that the session and the
 provenance of later calls build up as they would for a real tool service. A call that is not
@@ -26,6 +29,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +46,10 @@ from app.terminal import json_printable, printable
 from app.vocabulary import DECISIONS
 
 KINDS = ("benign", "injection")
+#: A 503 (a dependency briefly unavailable) is retried this many times, waiting its
+#: Retry-After, at most MAX_RETRY_WAIT_S seconds.
+RETRIES_503 = 3
+MAX_RETRY_WAIT_S = 5.0
 
 
 class RecordedCall(BaseModel):
@@ -121,7 +129,7 @@ def parse_conversation(line: str) -> Conversation:
 
 
 class _Gateway:
-    """The decide and report calls of one replay, with one HTTP session."""
+    """The decide and report calls of one conversation, with the replay's HTTP session."""
 
     def __init__(self, session: requests.Session, url: str, bearer: str, timeout_s: float) -> None:
         self._session = session
@@ -130,13 +138,26 @@ class _Gateway:
         self._timeout_s = timeout_s
 
     def post(self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> tuple[int, Any]:
-        """POST ``body``; (status, JSON answer or None). Raises ``requests.RequestException``."""
-        resp = self._session.post(self._url + path, json=body, headers={**self._headers, **(headers or {})},
-                                  timeout=self._timeout_s)
+        """POST ``body``; (status, JSON answer or None). A ``503`` is retried, as integrators
+        do (docs/integrators.md), at most ``RETRIES_503`` times after its ``Retry-After``
+        (at most ``MAX_RETRY_WAIT_S``). Raises ``requests.RequestException``."""
+        for attempt in range(RETRIES_503 + 1):
+            resp = self._session.post(self._url + path, json=body, headers={**self._headers, **(headers or {})},
+                                      timeout=self._timeout_s)
+            if resp.status_code != 503 or attempt == RETRIES_503:
+                break
+            time.sleep(_retry_after_s(resp.headers.get("Retry-After")))
         try:
             return resp.status_code, resp.json()
         except ValueError:
             return resp.status_code, None
+
+
+def _retry_after_s(header: str | None) -> float:
+    try:
+        return min(max(float(header or 1), 0.0), MAX_RETRY_WAIT_S)
+    except ValueError:
+        return 1.0
 
 
 def _error_of(status: int, answer: Any) -> str:
@@ -182,20 +203,29 @@ def replay_trajectories(
     settings: Settings,
     timeout_s: float = 10.0,
     token: str | None = None,
+    subject_per_conversation: bool = False,
 ) -> TrajectoryReport:
     """Replay every conversation of ``path`` against ``url`` (see the module docstring).
 
     Raises ``OSError`` when the file cannot be read, ``ReplayRefused`` when development tokens
-    would go to a gateway that is not a development one, and ``RuntimeError`` when no
-    development token can be minted (production settings).
+    would go to a gateway that is not a development one, ``ValueError`` for
+    ``subject_per_conversation`` with a ``token`` (a token speaks for one subject), and
+    ``RuntimeError`` when no development token can be minted (production settings).
     """
+    if token is not None and subject_per_conversation:
+        raise ValueError("a subject per conversation needs development tokens: a token speaks for one subject")
     report = TrajectoryReport()
     run = secrets.token_hex(4)
     with requests.Session() as session, path.open(encoding="utf-8") as lines:
         if token is None:
             require_development_gateway(session, url, timeout_s)
-            token = mint_dev_token(settings, sub=identity.sub, tenant=identity.tenant, roles=list(identity.roles))
-        gateway = _Gateway(session, url, token, timeout_s)
+
+        def bearer(number: int) -> str:
+            if token is not None:
+                return token
+            sub = f"{identity.sub}-{number}" if subject_per_conversation else identity.sub
+            return mint_dev_token(settings, sub=sub, tenant=identity.tenant, roles=list(identity.roles))
+
         for number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
@@ -205,6 +235,7 @@ def replay_trajectories(
                 report.unreadable.append(f"line {number}: {exc}")
                 continue
             conversation_id = f"{conversation.conversation}.{run}"
+            gateway = _Gateway(session, url, bearer(number), timeout_s)
             for step, call in enumerate(conversation.calls):
                 report.outcomes.append(_replay_call(gateway, conversation, conversation_id, step, call))
     return report
