@@ -118,6 +118,30 @@ def test_allowed_calls_are_reported_with_their_output_and_counted_per_kind(dev_g
     ]
 
 
+def test_a_url_first_seen_in_an_untrusted_message_is_not_fetched_silently(dev_gateway, tmp_path):
+    """The web family over real provenance: the phishing link of a message in the inbox, then
+    fetched, asks the user; the same link typed by the user is fetched; so is a link no
+    untrusted content named."""
+    phishing = "https://WWW.True-Informations.com./login"  # the link of the message, host written otherwise
+    inbox = [{"sender": "alice@example.com", "subject": "Hi", "timestamp": "2024-05-15T10:00:00",
+              "body": "Please verify your account at https://www.true-informations.com/login before Friday."}]
+    read = {"function": "read_inbox", "args": {"n": 5}, "output": inbox}
+    fetch = {"function": "get_webpage", "args": {"url": phishing}, "output": "<html>Sign in</html>"}
+    trajectory = tmp_path / "web.jsonl"
+    trajectory.write_text("\n".join([
+        _conversation("from-message", [read, fetch], prompt="Summarize my inbox."),
+        _conversation("typed", [read, fetch], prompt="Open https://www.true-informations.com/login for me."),
+        _conversation("unnamed", [read, {**fetch, "args": {"url": "https://www.example.com/news"}}], prompt="Summarize my inbox."),
+    ]) + "\n", encoding="utf-8")
+    result = _replay("--trajectory", str(trajectory), "--url", dev_gateway.url, "--sub", "mia", "--tenant", "acme",
+                     "--role", "user", "--json")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr
+    decisions = {(r["conversation"], r["tool"]): (r["decision"], r["reasons"]) for r in json.loads(result.stdout)["results"]}
+    assert decisions["from-message", "get_webpage"] == ("user-approval", ["the URL was named by untrusted content, not by the user"])
+    assert decisions["typed", "get_webpage"][0] == "allow", decisions
+    assert decisions["unnamed", "get_webpage"][0] == "allow"
+
+
 def test_single_call_options_do_not_mix_with_trajectories(dev_gateway, tmp_path):
     trajectory = tmp_path / "t.jsonl"
     trajectory.write_text(_conversation("c", []) + "\n", encoding="utf-8")
