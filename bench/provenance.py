@@ -75,12 +75,13 @@ class Variant:
         (policy_dir / "toolgate").mkdir(parents=True)
         (policy_dir / "toolgate" / "decision.rego").write_text(POLICIES[name])
         self.name = name
-        self.settings = Settings(
-            engine="embedded", policy_dir=policy_dir, contracts_dir=PROJECT_ROOT / "contracts", redis_url=redis_url,
-            redis_socket_timeout_ms=2000, audit_dsn=str(workdir / name / "decisions.sqlite"),
-            audit_sqlite_synchronous="NORMAL", jwt_algorithms=["HS256"], log_level="WARNING",
-            jwt_hs256_secret="bench-provenance-hs256-secret-of-32-bytes!",
-        )
+        values: dict[str, Any] = {
+            "engine": "embedded", "policy_dir": policy_dir, "contracts_dir": PROJECT_ROOT / "contracts",
+            "redis_url": redis_url, "redis_socket_timeout_ms": 2000, "audit_dsn": str(workdir / name / "decisions.sqlite"),
+            "audit_sqlite_synchronous": "NORMAL", "jwt_algorithms": ["HS256"], "log_level": "WARNING",
+            "jwt_hs256_secret": "bench-provenance-hs256-secret-of-32-bytes!",
+        }
+        self.settings = Settings(**values)
         self.deps = build_deps(self.settings)
         self.token = "Bearer " + mint_dev_token(self.settings, sub=f"bench-{name}", tenant="bank", roles=["admin"])
         self.conversation = f"conv-{uuid.uuid4().hex[:8]}"
@@ -140,7 +141,7 @@ class _BuildClock:
                 self.ns += time.thread_time_ns() - start
                 self.calls += 1
 
-        session_step.facts.build = timed  # type: ignore[assignment]
+        session_step.facts.build = timed
 
 
 def _round(variants: list[Variant], clock: _BuildClock, calls: int) -> dict[str, dict[str, float]]:
