@@ -33,7 +33,7 @@ _MAX_REVISIONS = 16
 _SETTLE_TIMEOUT_S = 120.0
 
 
-_verdicts_by_content: dict[str, bool] = {}
+_gaps_by_content: dict[str, list[str]] = {}
 _content_lock = threading.Lock()
 
 
@@ -59,7 +59,7 @@ class DeclarationsAudit:
         with self._lock:
             verdict = self._verdicts.get(revision)
             if verdict is None and self._running is None:
-                self._running = threading.Thread(target=self._analyse, name="session-reads-audit", daemon=True)
+                self._running = threading.Thread(target=self._analyse, name="session-reads-audit")
                 self._running.start()
         return verdict is True
 
@@ -89,21 +89,20 @@ class DeclarationsAudit:
     def _verdict(self, policy: PolicyModules) -> bool:
         key = policy.content_key()
         with _content_lock:
-            known = _verdicts_by_content.get(key)
-        if known is not None:
-            return known
-        if self._opa is None:
-            log.warning("no opa binary to parse the policy with: the session_reads declarations of revision %s "
-                        "cannot be verified, so every call builds the whole session", policy.revision,
-                        extra={"event": "session_reads_unverified", "revision": policy.revision})
-            return False
-        gaps = declaration_gaps(policy, self._opa)
+            gaps = _gaps_by_content.get(key)
+        if gaps is None:
+            if self._opa is None:
+                log.warning("no opa binary to parse the policy with: the session_reads declarations of revision %s "
+                            "cannot be verified, so every call builds the whole session", policy.revision,
+                            extra={"event": "session_reads_unverified", "revision": policy.revision})
+                return False
+            gaps = declaration_gaps(policy, self._opa)
+            with _content_lock:
+                _gaps_by_content[key] = gaps
         for gap in gaps:
             log.error("policy revision %s: %s; every call builds the whole session under this revision",
                       policy.revision, gap, extra={"event": "session_reads_gap", "revision": policy.revision})
         metrics.SESSION_READS_GAPS.set(len(gaps))
-        with _content_lock:
-            _verdicts_by_content[key] = not gaps
         return not gaps
 
 
