@@ -11,8 +11,8 @@ only once it has analysed that revision's Rego (``app.policy.session_reads``, th
 
 The analysis runs in a background thread, once per revision; its verdict is kept per content
 (the modules' paths and bytes), so a process that sees the same policy again does not parse it
-again. ``settle`` waits for a running analysis (the app factory waits for the first one, so a
-gateway starts with its verdict).
+again. ``settle`` waits for a running analysis (a served worker waits for the first one,
+``SessionReads.prime``, so it starts with its verdict).
 """
 
 from __future__ import annotations
