@@ -3,11 +3,12 @@
 In one process, against a private ``redis-server`` on loopback and the real embedded engine,
 the decide pipeline (``app.decide.pipeline.decide``, no HTTP) decides the same ``send_money``
 calls (an IBAN recipient, an amount, a subject with a URL in it, a 300-character user prompt)
-under two policies that differ only in what their family declares it reads:
+under two copies of the shipped policies that differ only in the banking family:
 
-- ``plain``: ``session_reads := []``: no provenance is built (what every call of a family that
-  does not declare it pays);
-- ``provenance``: ``provenance.arguments`` and ``provenance.extracted``, and a rule over them.
+- ``plain``: as shipped: it declares no provenance, so none is built (what every call of a
+  family that does not declare it pays; the session facts it declares are built in both);
+- ``provenance``: it also declares ``provenance.arguments`` and ``provenance.extracted``, and
+  has a rule over them.
 
 Before the timed rounds each variant's conversation gets a reported history of 50
 transactions (``get_most_recent_transactions``, completed with its reservation token: about
@@ -38,17 +39,14 @@ from typing import Any
 from bench import budget
 from bench.stack import PROJECT_ROOT, Stack
 
-_POLICY = """package toolgate
+_SHIPPED_READS = 'session_reads := {"session.conversation.labels", "session.conversation.trusted_counterparties"}'
+_PROVENANCE_READS = _SHIPPED_READS[:-1] + ', "provenance.arguments", "provenance.extracted"}'
+_PROVENANCE_RULE = """
+_recipient_from_untrusted if input.provenance.arguments["/recipient"].sources[_].label == "untrusted_content"
 
-import rego.v1
-
-session_reads := %s
-
-from_untrusted if input.provenance.arguments["/recipient"].sources[_].label == "untrusted_content"
-
-decision := {"decision": "allow", "reasons": ["allowed"]}
+_subject_link_untrusted if input.provenance.extracted["/subject"][_].sources[_].label == "untrusted_content"
 """
-POLICIES = {"plain": _POLICY % "[]", "provenance": _POLICY % '["provenance.arguments", "provenance.extracted"]'}
+VARIANTS = ("plain", "provenance")
 PROMPT = ("Please look at my recent transactions, then pay the 98.70 EUR bill from my landlord to "
           "GB29NWBK60161331926819 with the subject 'Rent December', and tell me what https://bank.example.com/help "
           "says about recurring payments. Thanks, and do not change anything else on my account today!")
@@ -71,9 +69,17 @@ class Variant:
         from app.auth.dev_tokens import mint_dev_token
         from app.settings import Settings
 
-        policy_dir = workdir / name / "policy"
-        (policy_dir / "toolgate").mkdir(parents=True)
-        (policy_dir / "toolgate" / "decision.rego").write_text(POLICIES[name])
+        policy_dir = workdir / name / "policies"
+        shutil.copytree(PROJECT_ROOT / "policies", policy_dir)
+        data = json.loads((policy_dir / "data.json").read_text())
+        data["rate_limits"]["tools"]["send_money"] = {"count": 1_000_000, "per_s": 60}  # the bench sends many
+        (policy_dir / "data.json").write_text(json.dumps(data))
+        if name == "provenance":
+            banking = policy_dir / "tools" / "banking" / "banking.rego"
+            text = banking.read_text()
+            if _SHIPPED_READS not in text:
+                raise RuntimeError("the banking family's session_reads changed: update bench.provenance")
+            banking.write_text(text.replace(_SHIPPED_READS, _PROVENANCE_READS) + _PROVENANCE_RULE)
         self.name = name
         values: dict[str, Any] = {
             "engine": "embedded", "policy_dir": policy_dir, "contracts_dir": PROJECT_ROOT / "contracts",
@@ -83,7 +89,9 @@ class Variant:
         }
         self.settings = Settings(**values)
         self.deps = build_deps(self.settings)
-        self.token = "Bearer " + mint_dev_token(self.settings, sub=f"bench-{name}", tenant="bank", roles=["admin"])
+        self.deps.session_reads.prime()  # the declarations verified, as a served worker does
+        self.token = "Bearer " + mint_dev_token(self.settings, sub=f"bench-{name}", tenant="bank-demo",
+                                                roles=["account_holder"])
         self.conversation = f"conv-{uuid.uuid4().hex[:8]}"
 
     def decide(self, tool: str, tool_input: dict[str, Any], key: str, prompt: str = "") -> Any:
@@ -95,8 +103,8 @@ class Variant:
         call = DecideCall(request_id=f"bench-{key}", authorization=(self.token,), body=json.dumps(body).encode(),
                           idempotency_key=key)
         answer = decide(self.deps, Progress(call), Phases())
-        if answer.decision != "allow":
-            raise RuntimeError(f"{self.name}: expected allow, got {answer.decision} {answer.reasons}")
+        if answer.decision == "deny":
+            raise RuntimeError(f"{self.name}: {tool} denied: {answer.reasons}")
         return answer
 
     def report_history(self) -> None:
@@ -166,7 +174,7 @@ def run(calls: int, rounds: int) -> dict[str, Any]:
     variants: list[Variant] = []
     try:
         clock = _BuildClock()
-        variants = [Variant(name, workdir, stack.redis_url) for name in POLICIES]
+        variants = [Variant(name, workdir, stack.redis_url) for name in VARIANTS]
         for variant in variants:
             variant.report_history()
         _round(variants, clock, 50)
