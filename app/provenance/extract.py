@@ -37,6 +37,10 @@ _PATTERNS: dict[str, re.Pattern[str]] = {
     ),
 }
 _TRAILING = ".,;:!?)]}"
+#: A kind's pattern cannot match a text whose lowercase holds none of these (a cheap test
+#: before the scan); the other kinds need a digit.
+_NEEDS: dict[str, tuple[str, ...]] = {"url": ("http", "www."), "email": ("@",), "path": ("/",), "domain": (".",)}
+_DIGITS = tuple("0123456789")
 
 
 def values_in(text: str, kinds: Iterable[str]) -> list[tuple[str, str]]:
@@ -46,7 +50,12 @@ def values_in(text: str, kinds: Iterable[str]) -> list[tuple[str, str]]:
     wanted = set(kinds)
     claimed: list[tuple[int, int]] = []
     found: list[tuple[int, str, str]] = []
+    lowered = text.lower()
+    has_digit = any(digit in text for digit in _DIGITS)
     for kind in (k for k in _PATTERNS if k in wanted):
+        needs = _NEEDS.get(kind)
+        if (needs is not None and not any(n in lowered for n in needs)) or (needs is None and not has_digit):
+            continue
         for match in _PATTERNS[kind].finditer(text):
             start, end = match.span()
             if any(start < taken_end and taken_start < end for taken_start, taken_end in claimed):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from app.contracts.contract import ContractMetadata, InputMark
@@ -27,6 +28,8 @@ from app.session.pointers import values_at
 from app.session.reads import Reads
 
 ALL_KINDS = ("url", "domain", "email", "iban", "phone", "path", "amount")
+#: A number argument is looked up, and named by the prompt, as an amount.
+_KEY_KIND = {"number": "amount"}
 _UNTRUSTED = "untrusted_content"
 
 
@@ -68,6 +71,17 @@ class Prompt:
         return number is not None and ("amount", number) in self.values
 
 
+@lru_cache(maxsize=256)
+def _prompt_of(text: str) -> Prompt:
+    return Prompt(text)
+
+
+def _prompt(text: Any) -> Prompt:
+    """The prompt's values, kept for the worker's last 256 prompts: the calls of one user turn
+    share their prompt, and finding its values costs more than the rest of the provenance."""
+    return _prompt_of(text) if isinstance(text, str) else Prompt(None)
+
+
 def _contains_words(text: str, words: str) -> bool:
     start = text.find(words)
     while start >= 0:
@@ -82,9 +96,13 @@ def _contains_words(text: str, words: str) -> bool:
 
 def _marks(meta: ContractMetadata | None, call_input: Any) -> dict[str, InputMark]:
     """The input mark of each concrete pointer of ``call_input`` that one names."""
-    if meta is None:
+    if meta is None or not meta.input_fields:
         return {}
-    return {path: mark for mark in meta.input_fields for path, _ in values_at(call_input, mark.pointer)}
+    marks = {m.pointer: m for m in meta.input_fields if "*" not in m.pointer}
+    for mark in meta.input_fields:
+        if "*" in mark.pointer:
+            marks.update((path, mark) for path, _ in values_at(call_input, mark.pointer))
+    return marks
 
 
 def _trusted(sources: Iterable[Source]) -> bool:
@@ -125,9 +143,9 @@ def build(
     for pointer, raw in list(scalars(call_input, ""))[:MAX_SCALARS]:
         mark = marks.get(pointer)
         kind = mark.kind if mark is not None and mark.kind else ("text" if isinstance(raw, str) else "number")
-        own_key = key(kind, raw)
-        arguments[pointer] = (_Value(kind, value_keys(raw, mark.kind if mark else None, ()),
-                                     (kind, own_key) if own_key is not None else None), raw)
+        lookups = value_keys(raw, mark.kind if mark else None, ())
+        own = next((found for found in lookups if found[0] == _KEY_KIND.get(kind, kind)), None)
+        arguments[pointer] = (_Value(kind, lookups, own), raw)
         if wants_extracted and mark is not None and mark.extract and isinstance(raw, str):
             extracted[pointer] = [_Value(k, _with_domain(k, v), (k, v)) for k, v in values_in(raw, mark.extract)]
     values = [value for value, _ in arguments.values()] + [v for found in extracted.values() for v in found]
@@ -142,7 +160,7 @@ def build(
                 if source not in seen:
                     seen.add(source)
                     value.sources.append(source)
-    prompt = Prompt(context.get("user_prompt"))
+    prompt = _prompt(context.get("user_prompt"))
     if wants_arguments:
         provenance["arguments"] = {p: _entry(value, prompt.names(value, raw)) for p, (value, raw) in arguments.items()}
     if wants_extracted:

@@ -27,6 +27,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+import orjson
+
 from app.fingerprint import canonical_json
 from app.redis_client import LuaScript, RedisConnection
 from app.session.keys import SubjectKeys
@@ -117,12 +119,17 @@ class ProvenanceStore:
         def tenant_key(tenant: str) -> bytes:
             return hmac.new(secret, b"toolgate provenance\0" + tenant.encode(), hashlib.sha256).digest()
 
-        self._tenant_key = tenant_key
+        @lru_cache(maxsize=8192)
+        def digest(tenant: str, kind: str, value_key: str) -> str:
+            message = f"{_KIND_CLASS.get(kind, kind)}\0{value_key}".encode()
+            return hmac.new(tenant_key(tenant), message, hashlib.sha256).hexdigest()[:32]
+
+        self._digest = digest
 
     def digest(self, tenant: str, kind: str, value_key: str) -> str:
-        """The stored digest of the value ``value_key`` of ``kind`` for ``tenant``."""
-        message = f"{_KIND_CLASS.get(kind, kind)}\0{value_key}".encode()
-        return hmac.new(self._tenant_key(tenant), message, hashlib.sha256).hexdigest()[:32]
+        """The stored digest of the value ``value_key`` of ``kind`` for ``tenant`` (the
+        worker's most recent 8192 kept: a conversation names the same values again and again)."""
+        return self._digest(tenant, kind, value_key)
 
     def remember(
         self, keys: SubjectKeys, conversation: str | None, *, tool: str, decision_id: str, values: Iterable[Remembered]
@@ -150,7 +157,7 @@ class ProvenanceStore:
         sources: dict[str, list[Source]] = {}
         for digest, text in zip(digests, found, strict=True):
             if text:
-                kept = [Source(*entry[:4]) for entry in json.loads(text) if entry[4] > since]
+                kept = [Source(*entry[:4]) for entry in orjson.loads(text) if entry[4] > since]
                 if kept:
                     sources[digest] = kept
         return sources

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 from app.contracts.contract import ContractMetadata, is_sensitive
@@ -53,6 +54,12 @@ def _amounts(document: Any, pointers: tuple[str, ...], sensitive: tuple[str, ...
     return sums
 
 
+@lru_cache(maxsize=1024)
+def _labels_of(meta: ContractMetadata) -> tuple[str, ...]:
+    """The labels a result of the tool may bring, sorted (per contract, computed once)."""
+    return tuple(sorted(meta.field_labels()))
+
+
 @dataclass(frozen=True)
 class Event:
     """One decided call: ``conversation`` None for a call without a conversation id;
@@ -88,7 +95,7 @@ class Event:
             amounts=_amounts(normalized_input, meta.amount_fields, sensitive),
             counterparties=_names(normalized_input, meta.counterparty_fields, sensitive),
             resources=_names(normalized_input, meta.resource_fields, sensitive),
-            labels=tuple(sorted(meta.field_labels())),
+            labels=_labels_of(meta),
             **facts,
         )
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from app.contracts.contract import ContractLoadError
+from app.contracts.contract import ContractLoadError, ContractMetadata
 from app.contracts.registry import ContractRegistry, read_contract_file
+from app.session.events import Outcome
 from tests.conftest import CONTRACTS_DIR
 
 BASE = {"name": "t", "version": "1", "mutating": False, "risk": "low", "output_labels": ["private_data"],
@@ -63,3 +64,17 @@ def test_the_banking_contracts_mark_the_transaction_subject_untrusted_and_its_pa
     assert content.pointer == "" and content.labels == ("untrusted_content",) and content.extract
     send = {m.pointer: m for m in registry.get("send_money", "1").meta.input_fields}
     assert send["/recipient"].kind == "iban" and send["/amount"].kind == "amount" and send["/subject"].extract
+
+
+def test_a_counterparty_is_as_trusted_as_the_field_it_came_from():
+    """A trusted result's counterparties are trusted, but not one under a field marked
+    untrusted or free text (issue 25: a recipient from a free-text field of a trusted tool)."""
+    meta = ContractMetadata(
+        name="orders", version="1", mutating=False, risk="low", output_labels=("private_data",),
+        output_counterparty_fields=("/*/recipient", "/*/note/iban", "/*/forwarded/to"),
+        output_fields=({"pointer": "/*/note", "extract": ["iban"]},
+                       {"pointer": "/*/forwarded", "labels": ["untrusted_content"]}),
+    )
+    result = [{"recipient": "GB29NWBK60161331926819", "note": {"iban": "US133000000121212121212"},
+               "forwarded": {"to": "FR7630006000011234567890189"}}]
+    assert Outcome.of_result(meta, result).trusted_counterparties == ("GB29NWBK60161331926819",)

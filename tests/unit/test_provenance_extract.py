@@ -24,6 +24,11 @@ def test_a_text_claimed_by_one_kind_is_not_read_as_another():
         ("url", "https://a.example.com/p"), ("domain", "b.example.org")]
 
 
+def test_links_in_any_case_are_found():
+    assert values_in("go to hTtPs://Evil.example/x or WWW.other.example", ("url",)) == [
+        ("url", "https://evil.example/x"), ("url", "http://www.other.example/")]
+
+
 def test_only_the_kinds_asked_for():
     assert values_in("pay 12 EUR to GB29NWBK60161331926819", ("iban",)) == [("iban", "GB29NWBK60161331926819")]
     assert values_in("nothing here", ALL) == []

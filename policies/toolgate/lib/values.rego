@@ -22,30 +22,30 @@ package toolgate.lib
 #           -> "1234.5")
 #   text    lowercased, whitespace runs one space, trimmed
 
-value_key("url", u) := concat("", [
+value_key("url", value) := concat("", [
 	p.scheme, "://", _userinfo_at(p.userinfo), p.host, _port_part(p), _path_part(p.path), _query_part(p.query),
 ]) if {
-	p := _url_of(u)
+	p := _url_of(value)
 	_ascii_host(p.host)
 }
 
-value_key("domain", d) := p.host if {
-	p := _url_of(d)
+value_key("domain", value) := p.host if {
+	p := _url_of(value)
 	_ascii_host(p.host)
 }
 
-value_key("email", a) := concat("@", [lower(p["local"]), p.domain]) if p := email_parts(a)
+value_key("email", value) := concat("@", [lower(p.local), p.domain]) if p := email_parts(value)
 
-value_key("iban", s) := compact if {
-	is_string(s)
-	compact := upper(replace(s, " ", ""))
+value_key("iban", value) := compact if {
+	is_string(value)
+	compact := upper(replace(value, " ", ""))
 	regex.match(`^[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}$`, compact)
-	regex.match(`^[\x00-\x7f]*$`, s)
+	regex.match(`^[\x00-\x7f]*$`, value)
 }
 
-value_key("phone", s) := concat("", [_plus(prefix), digits]) if {
-	is_string(s)
-	t := trim_space(s)
+value_key("phone", value) := concat("", [_plus(prefix), digits]) if {
+	is_string(value)
+	t := trim_space(value)
 	regex.match(`^(\+|00)?[0-9 ().\-/]+$`, t)
 	prefix := _phone_prefix(t)
 	digits := regex.replace(substring(t, count(prefix), -1), `[^0-9]`, "")
@@ -53,28 +53,28 @@ value_key("phone", s) := concat("", [_plus(prefix), digits]) if {
 	count(digits) <= 15
 }
 
-value_key("path", p) := path_normalize(p) if {
-	is_string(p)
-	p != ""
+value_key("path", value) := path_normalize(value) if {
+	is_string(value)
+	value != ""
 }
 
-value_key("amount", x) := _amount_key(x)
+value_key("amount", value) := _amount_key(value)
 
-value_key("number", x) := _amount_key(x)
+value_key("number", value) := _amount_key(value)
 
-_amount_key(n) := _number_text(n) if is_number(n)
+value_key("text", value) := t if {
+	is_string(value)
+	t := trim(regex.replace(lower(value), `[\t\n\f\r ]+`, " "), " ")
+	t != ""
+}
 
-_amount_key(s) := _number_text(to_number(_decimal_form(compact))) if {
-	is_string(s)
-	t := trim_space(regex.replace(s, `[€$£¥]|\b[A-Z]{3}\b`, ""))
+_amount_key(value) := _number_text(value) if is_number(value)
+
+_amount_key(value) := _number_text(to_number(_decimal_form(compact))) if {
+	is_string(value)
+	t := trim_space(regex.replace(value, `[€$£¥]|\b[A-Z]{3}\b`, ""))
 	regex.match(`^[+-]?[0-9][0-9,.' ]*$`, t)
 	compact := replace(replace(t, " ", ""), "'", "")
-}
-
-value_key("text", s) := t if {
-	is_string(s)
-	t := trim(regex.replace(lower(s), `[\t\n\f\r ]+`, " "), " ")
-	t != ""
 }
 
 _url_of(u) := url_parts(u) if {
@@ -128,9 +128,9 @@ _plus(prefix) := "+" if prefix != ""
 # "1.234,50" -> "1234.50": the last "," or "." followed by 1-2 digits is the decimal
 # separator; any other is a thousands separator.
 _decimal_form(c) := concat(".", [_without_separators(substring(c, 0, at)), substring(c, at + 1, -1)]) if {
-	at := max(array.concat(array.concat(indexof_n(c, ","), indexof_n(c, ".")), [-1]))
+	at := max(array.flatten([indexof_n(c, ","), indexof_n(c, "."), [-1]]))
 	at >= 0
-	count(c) - at - 1 in {1, 2}
+	((count(c) - at) - 1) in {1, 2}
 } else := _without_separators(c)
 
 _without_separators(c) := replace(replace(c, ",", ""), ".", "")
