@@ -14,6 +14,9 @@ from app.errors import DependencyUnavailable
 
 #: The policy document listing the families and what they govern (policies/toolgate/catalog.rego).
 CATALOG_DOCUMENT = "toolgate/catalog"
+#: The approver roles of a family that names none (policies/toolgate/decision.rego); a policy
+#: without it leaves them to the gateway's ``TOOLGATE_APPROVAL_DEFAULT_APPROVER_ROLES``.
+DEFAULT_APPROVERS_DOCUMENT = "toolgate/default_approver_roles"
 
 
 @dataclass(frozen=True)
@@ -78,9 +81,8 @@ def families(deps: Deps) -> tuple[list[Family], str | None]:
 def in_force(deps: Deps) -> InForce:
     """Every contract (sorted by namespace, name, version), then every tool a family governs
     without a contract; and the roles the settings and the families name."""
-    settings = deps.settings
     found, error = families(deps)
-    default_approvers = list(settings.approval_default_approver_roles)
+    default_approvers = default_approver_roles(deps)
 
     def row(namespace: str, name: str, version: str | None, contract: dict[str, Any] | None) -> ToolRow:
         governing = [f for f in found if f.governs_tool(namespace, name, version)]
@@ -92,10 +94,22 @@ def in_force(deps: Deps) -> InForce:
     contracted = {(c.namespace, c.name) for c in deps.contracts.all()}
     uncontracted = sorted({(d.get("namespace", ""), str(d.get("name"))) for f in found for d in f.governs} - contracted)
     tools += [row(namespace, name, None, None) for namespace, name in uncontracted]
-    return InForce(deps.engine.revision(), tools, _roles(deps, found), error)
+    return InForce(deps.engine.revision(), tools, _roles(deps, found, default_approvers), error)
 
 
-def _roles(deps: Deps, found: list[Family]) -> dict[str, list[str]]:
+def default_approver_roles(deps: Deps) -> list[str]:
+    """Who answers the approvals of a family that names no approver roles: the policy's default
+    when it has one, else the gateway's setting (as ``app.decide.approval_outcome`` applies it)."""
+    try:
+        answer = deps.engine.evaluate_document(DEFAULT_APPROVERS_DOCUMENT, {})
+    except DependencyUnavailable:
+        answer = None
+    if answer is not None and answer.defined and isinstance(answer.value, list) and all(isinstance(r, str) for r in answer.value):
+        return list(answer.value)
+    return list(deps.settings.approval_default_approver_roles)
+
+
+def _roles(deps: Deps, found: list[Family], default_approvers: list[str]) -> dict[str, list[str]]:
     """Role -> what it grants, from the settings and the families' approver roles."""
     settings = deps.settings
     grants: dict[str, list[str]] = {}
@@ -105,7 +119,7 @@ def _roles(deps: Deps, found: list[Family]) -> dict[str, list[str]]:
             grants.setdefault(role, []).append(what)
 
     named = [f.name for f in found if f.approver_roles is None]
-    grant(settings.approval_default_approver_roles,
+    grant(default_approvers,
           "answers approvals of a family that names no approver roles" + (f" ({', '.join(named)})" if named else ""))
     for family in found:
         if family.approver_roles is not None:

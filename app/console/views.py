@@ -245,15 +245,17 @@ def _inbox_page(session: ConsoleSession, refused: dict[str, Any] | None = None) 
     except Forbidden:
         pending, next_cursor = [], None
         g.not_approver = True
-    items = [{"approval": a, "view": a.view(now), "fields": _fields(a), "countdown": _countdown(a.request.expires_at_ms, now),
-              "self": a.request.requester == session.subject.id} for a in pending]
-    if refused is not None:
-        for item in items:
-            if item["approval"].request.approval_id == refused["approval_id"]:
-                item["refused"] = refused
-                for field in item["fields"]:
-                    field["value"] = refused["typed"].get(field["name"], field["value"])
-    shown = any("refused" in item for item in items)
+    items: list[dict[str, Any]] = []
+    for approval in pending:
+        fields = _fields(approval)
+        mine = refused if refused is not None and refused["approval_id"] == approval.request.approval_id else None
+        if mine is not None:
+            for field in fields:
+                field["value"] = mine["typed"].get(field["name"], field["value"])
+        items.append({"approval": approval, "view": approval.view(now), "fields": fields, "refused": mine,
+                      "countdown": _countdown(approval.request.expires_at_ms, now),
+                      "self": approval.request.requester == session.subject.id})
+    shown = any(item["refused"] for item in items)
     return render_template("console/inbox.html", session=session, items=items, next_cursor=next_cursor,
                            not_approver=g.get("not_approver", False), message=request.args.get("done"),
                            refused=None if shown else refused)

@@ -90,15 +90,16 @@ def browser(tmp_path_factory) -> Iterator[object]:
 
 @pytest.fixture
 def screenshot():
-    """``screenshot(page, name, docs=False)``: a full-page PNG in the artifacts folder (and in
-    ``docs/img/`` when asked and ``TOOLGATE_DOCS_SCREENSHOTS=1``)."""
+    """``screenshot(page, name, docs=False, full_page=True)``: a PNG of the page (of the viewport
+    only without ``full_page``) in the artifacts folder (and in ``docs/img/`` when asked and
+    ``TOOLGATE_DOCS_SCREENSHOTS=1``)."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
 
-    def take(page, name: str, docs: bool = False) -> Path:
+    def take(page, name: str, docs: bool = False, full_page: bool = True) -> Path:
         path = ARTIFACTS / f"{name}.png"
-        page.screenshot(path=str(path), full_page=True)
+        page.screenshot(path=str(path), full_page=full_page)
         if docs and os.environ.get("TOOLGATE_DOCS_SCREENSHOTS") == "1":
-            page.screenshot(path=str(PROJECT_ROOT / "docs" / "img" / f"{name}.png"), full_page=True)
+            page.screenshot(path=str(PROJECT_ROOT / "docs" / "img" / f"{name}.png"), full_page=full_page)
         return path
 
     return take

@@ -114,7 +114,7 @@ def test_auditor_search_detail_and_export(gateway, browser, screenshot, tmp_path
     page.locator("#raw summary").click()
     record = json.loads(page.locator("#record-json").inner_text())
     assert record["approval_id"] == approval_id and record["decision"] == "user-approval"
-    screenshot(page, "console-record")
+    screenshot(page, "console-record-approval")
 
     page.go_back()
     with page.expect_download() as download:
@@ -325,7 +325,17 @@ def test_every_page_fits_a_phone(gateway, browser, screenshot):
         page.goto(gateway.url + path)
         widths[name] = page_width_at_phone_size(page)
         if name in ("inbox", "audit", "record"):
-            screenshot(page, f"console-{name}-phone", docs=name != "record")
+            screenshot(page, f"console-{name}-phone", docs=name == "inbox", full_page=False)
     page.set_viewport_size(DESKTOP)
     assert widths == dict.fromkeys(widths, 390)
+    page.close()
+
+
+def test_the_tools_view_says_when_the_policy_has_no_catalog(gateway, browser):
+    """The test policy declares no families: the contracts still show, each governed by none."""
+    page = browser.new_page()
+    sign_in(page, gateway, "u-auditor-5", "auditor")
+    page.goto(gateway.url + "/console/tools")
+    assert "no catalog (data.toolgate.catalog)" in page.locator("#catalog-error").inner_text()
+    assert "no family" in page.locator('#tools tr.tool[data-tool="processPayment"] .families').inner_text()
     page.close()

@@ -47,9 +47,11 @@ def test_the_tools_view_shows_the_contracts_families_roles_and_revision_in_force
     assert page.locator('#tools tr.tool[data-tool="send_money"] .approver-roles').inner_text() == "account_holder"
     assert "answers approvals of family banking" in page.locator('#roles tr[data-role="account_holder"]').inner_text()
     assert "its own tenant's decision log" in page.locator('#roles tr[data-role="auditor"]').inner_text()
+    # Families naming no approver roles fall back to the policy's default (decision.rego).
+    assert "names no approver roles (commands, files, reports, tickets)" in page.locator('#roles tr[data-role="approver"]').inner_text()
     screenshot(page, "console-tools", docs=True)
     assert page_width_at_phone_size(page) == 390
-    screenshot(page, "console-tools-phone", docs=True)
+    screenshot(page, "console-tools-phone", docs=True, full_page=False)
     page.close()
 
 
@@ -78,6 +80,7 @@ def test_the_record_page_lays_out_decision_rules_input_shadow_receipt_and_chain(
     page.locator("#raw summary").click()
     screenshot(page, "console-record", docs=True)
     assert page_width_at_phone_size(page) == 390
-    screenshot(page, "console-record-phone", docs=True)
+    page.evaluate("window.scrollTo(0, 0)")
+    screenshot(page, "console-record-phone", docs=True, full_page=False)
     page.set_viewport_size(DESKTOP)
     page.close()
