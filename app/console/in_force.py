@@ -22,7 +22,7 @@ DEFAULT_APPROVERS_DOCUMENT = "toolgate/default_approver_roles"
 @dataclass(frozen=True)
 class Family:
     """One policy family: the tools it declares (``governs``) and who answers its approvals
-    (``approver_roles``; None: the gateway's default approver roles)."""
+    (``approver_roles``; None: the default approver roles, ``default_approver_roles``)."""
 
     name: str
     governs: list[dict[str, Any]]
@@ -89,7 +89,7 @@ def in_force(deps: Deps) -> InForce:
         roles = sorted({r for f in governing for r in (f.approver_roles if f.approver_roles is not None else default_approvers)})
         return ToolRow(namespace, name, version, contract, [f.name for f in governing], roles)
 
-    tools = [row(c.namespace, c.name, c.version, c.meta.model_dump(include={"risk", "mutating", "retry_safe", "description"}))
+    tools = [row(c.namespace, c.name, c.version, c.meta.model_dump(include={"risk", "mutating", "description"}))
              for c in deps.contracts.all()]
     contracted = {(c.namespace, c.name) for c in deps.contracts.all()}
     uncontracted = sorted({(d.get("namespace", ""), str(d.get("name"))) for f in found for d in f.governs} - contracted)

@@ -48,6 +48,15 @@ def sign_in(page, gateway, subject: str, roles: str) -> None:
     page.wait_for_url("**/console/inbox")
 
 
+def pending_card(gateway, browser, amount: int, approver: str):
+    """A payment of ``amount`` waiting for approval, and its card in the inbox of ``approver``
+    (signed in with the approver role): ``(approval_id, page, card)``."""
+    approval_id = tool_service_decide(gateway, payment(amount), uuid.uuid4().hex)["approval"]["approval_id"]
+    page = browser.new_page()
+    sign_in(page, gateway, approver, "approver")
+    return approval_id, page, page.locator(f"article#{approval_id}")
+
+
 def test_approve_with_an_edit_in_the_console_and_the_retried_call_runs_it(gateway, browser, screenshot):
     body = payment(1500)
     key = uuid.uuid4().hex
@@ -146,10 +155,7 @@ def test_a_post_without_the_csrf_token_is_refused_and_changes_nothing(gateway, b
 
 
 def test_a_scoped_grant_chosen_in_the_inbox_is_listed_and_revoked_in_the_console(gateway, browser, screenshot):
-    approval_id = tool_service_decide(gateway, payment(1900), uuid.uuid4().hex)["approval"]["approval_id"]
-    page = browser.new_page()
-    sign_in(page, gateway, "u-approver-3", "approver")
-    card = page.locator(f"article#{approval_id}")
+    _, page, card = pending_card(gateway, browser, 1900, "u-approver-3")
     card.locator('select[name="scope"]').select_option("duration")
     card.locator('input[name="scope_minutes"]').fill("30")
     card.locator('input[name="pin.recipient"]').check()
@@ -216,10 +222,7 @@ def decisions(gateway, **filters: str) -> list[dict]:
 
 
 def test_an_edit_the_contract_refuses_keeps_the_form_says_why_and_is_recorded(gateway, browser, screenshot):
-    approval_id = tool_service_decide(gateway, payment(1800), uuid.uuid4().hex)["approval"]["approval_id"]
-    page = browser.new_page()
-    sign_in(page, gateway, "u-approver-5", "approver")
-    card = page.locator(f"article#{approval_id}")
+    approval_id, page, card = pending_card(gateway, browser, 1800, "u-approver-5")
     card.locator('input[name="input.amount"]').fill("2500")  # raised: an approver may only narrow
     card.locator('input[name="input.recipient"]').fill("acct_43")
     card.locator('input[name="reason"]').fill("the invoice says 2500")
@@ -241,10 +244,7 @@ def test_an_edit_the_contract_refuses_keeps_the_form_says_why_and_is_recorded(ga
 
 
 def test_an_answer_to_an_approval_answered_meanwhile_keeps_what_was_typed_and_is_recorded(gateway, browser):
-    approval_id = tool_service_decide(gateway, payment(1600), uuid.uuid4().hex)["approval"]["approval_id"]
-    page = browser.new_page()
-    sign_in(page, gateway, "u-approver-6", "approver")
-    card = page.locator(f"article#{approval_id}")
+    approval_id, page, card = pending_card(gateway, browser, 1600, "u-approver-6")
     card.locator('input[name="input.amount"]').fill("1500")
     card.locator('input[name="reason"]').fill("ok at 1500")
     # Another approver answers first, through the API.
