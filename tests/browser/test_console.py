@@ -236,11 +236,20 @@ def test_an_edit_the_contract_refuses_keeps_the_form_says_why_and_is_recorded(ga
     assert card.locator('input[name="input.recipient"]').input_value() == "acct_43"
     assert card.locator('input[name="reason"]').input_value() == "the invoice says 2500"
     screenshot(page, "console-refused-edit")
+    # A value that is not JSON where the input holds a number: refused by the console itself.
+    card.locator('input[name="input.amount"]').fill("twelve hundred")
+    with page.expect_navigation() as answered:
+        card.locator("button.approve").click()
+    assert answered.value.status == 422
+    assert "not valid JSON" in card.locator(".refused").inner_text()
+    assert card.locator('input[name="input.amount"]').input_value() == "twelve hundred"
     page.close()
-    [refused] = decisions(gateway, approval_id=approval_id, event="approval_answer")
-    assert refused["tool"] == "processPayment" and refused["version"] == "1"
-    assert refused["error_code"] == "VALIDATION_ERROR" and refused["decision"] is None
-    assert refused["reasons"] == ["the invoice says 2500", "refused: an approver may lower a number, not raise it (at /amount)"]
+    not_json, raised = decisions(gateway, approval_id=approval_id, event="approval_answer")  # newest first
+    for refused in (raised, not_json):
+        assert refused["tool"] == "processPayment" and refused["version"] == "1"
+        assert refused["error_code"] == "VALIDATION_ERROR" and refused["decision"] is None
+    assert raised["reasons"] == ["the invoice says 2500", "refused: an approver may lower a number, not raise it (at /amount)"]
+    assert not_json["reasons"] == ["the invoice says 2500", "refused: an edited value is not valid JSON (at /amount)"]
 
 
 def test_an_answer_to_an_approval_answered_meanwhile_keeps_what_was_typed_and_is_recorded(gateway, browser):

@@ -14,6 +14,7 @@ from app.contracts.registry import ContractRegistry
 from app.settings import Settings
 from tests.browser.conftest import DESKTOP, page_width_at_phone_size
 from tests.browser.test_console import sign_in
+from tests.support.paths import CONTRACTS_DIR
 
 DEV = Settings()
 
@@ -34,7 +35,7 @@ def test_the_tools_view_shows_the_contracts_families_roles_and_revision_in_force
     page.goto(shipped_gateway.url + "/console/tools")
     assert page.locator("#policy-revision").inner_text() == revision
     assert page.locator("#catalog-error").count() == 0
-    contracts = ContractRegistry.load(DEV.contracts_dir).all()
+    contracts = ContractRegistry.load(CONTRACTS_DIR).all()
     rows = page.locator("#tools tr.tool:not(.no-contract)")
     assert rows.count() == len(contracts)
     for contract in contracts:
