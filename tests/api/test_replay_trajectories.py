@@ -19,8 +19,7 @@ from app.auth.dev_tokens import mint_dev_token
 from app.replay.trajectories import parse_conversation
 from app.settings import Settings
 from tests.support.gateway import GatewayProcess
-from tests.support.opa_process import OpaProcess, write_bundle
-from tests.support.paths import BANKING_TRAJECTORIES, POLICY_DIR, PROJECT_ROOT
+from tests.support.paths import BANKING_TRAJECTORIES, PROJECT_ROOT
 
 EMMA = ("--sub", "emma", "--tenant", "bank-demo", "--role", "account_holder")
 # Every AgentDojo task is a session of its own: the rate limit of send_money (30 a minute per
@@ -153,14 +152,6 @@ def test_single_call_options_do_not_mix_with_trajectories(dev_gateway, tmp_path)
 
 
 # --- the AgentDojo banking trajectories under the shipped policy (issue 25) ------------------
-
-
-@pytest.fixture(scope="module")
-def real_opa(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("trajectory-opa")
-    server = OpaProcess(workdir, bundle=write_bundle(POLICY_DIR, workdir / "toolgate.tar.gz")).start()
-    yield server
-    server.stop()
 
 
 def _figures(report: dict[str, Any]) -> dict[str, Any]:
