@@ -26,10 +26,11 @@ default_max_days := 366
 max_days := lib.tenant_limit("export_max_days", default_max_days)
 
 # --- calendar ------------------------------------------------------------------------------
-#
-# Written for speed (docs/policy-authors.md "Speed"): one regular expression bounds the month
-# and the day, one to_number reads the digits, and every division is exact (a division with
-# a remainder and floor cost OPA about ten times as much).
+
+# "0042" -> 42 (to_number rejects leading zeros).
+digits(s) := 0 if {
+	trim_left(s, "0") == ""
+} else := to_number(trim_left(s, "0"))
 
 leap_year(y) if {
 	y % 4 == 0
@@ -38,33 +39,43 @@ leap_year(y) if {
 
 leap_year(y) if y % 400 == 0
 
-# Days in February beyond 28: 1 in a leap year, else 0.
-leap_days(y) := 1 if leap_year(y)
+days_in_month(y, m) := 29 if {
+	m == 2
+	leap_year(y)
+} else := 28 if {
+	m == 2
+} else := 30 if {
+	m in {4, 6, 9, 11}
+} else := 31
 
-else := 0
-
-# Days of each month in a common year, and days before the first of each month.
-month_days := [31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
-
+# Days before the first of each month in a common year.
 month_offsets := [0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334]
 
-# Days since 0399-12-31 BCE (proleptic Gregorian) of a valid calendar date "YYYY-MM-DD"
-# (only differences matter); undefined otherwise. The digits are read as the number
-# 1YYYYMMDD (to_number rejects leading zeros); p counts whole years since an epoch 400
-# years before year 0, so that it is never negative and p / 4, p / 100 and p / 400 round
-# down by subtracting the remainder first.
-day_number(s) := n if {
+leap_day(y, m) := 1 if {
+	m > 2
+	leap_year(y)
+} else := 0
+
+# [year, month, day] of a valid calendar date "YYYY-MM-DD"; undefined otherwise.
+date_parts(s) := [y, m, d] if {
 	is_string(s)
-	regex.match(`^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$`, s)
-	x := to_number(concat("", ["1", replace(s, "-", "")]))
-	d := x % 100
-	m := ((x % 10000) - d) / 100
-	y := ((x % 100000000) - (x % 10000)) / 10000
-	leap := leap_days(y)
-	d <= month_days[m - 1] + (leap * to_number(m == 2))
-	p := y + 399
-	leap_days_before := (((p - (p % 4)) / 4) - ((p - (p % 100)) / 100)) + ((p - (p % 400)) / 400)
-	n := ((((365 * p) + leap_days_before) + month_offsets[m - 1]) + (leap * to_number(m > 2))) + d
+	regex.match(`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`, s)
+	parts := split(s, "-")
+	y := digits(parts[0])
+	m := digits(parts[1])
+	d := digits(parts[2])
+	m >= 1
+	m <= 12
+	d >= 1
+	d <= days_in_month(y, m)
+}
+
+# Days since 0000-12-31 (proleptic Gregorian): only differences matter.
+day_number(s) := n if {
+	[y, m, d] := date_parts(s)
+	p := y - 1
+	before_year := (((365 * p) + floor(p / 4)) - floor(p / 100)) + floor(p / 400)
+	n := ((before_year + month_offsets[m - 1]) + leap_day(y, m)) + d
 }
 
 # --- rules ---------------------------------------------------------------------------------
