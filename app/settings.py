@@ -83,7 +83,7 @@ def parse_approval_keys(text: str) -> list[tuple[str, bytes]]:
             problems.append(f"approval key {kid} is listed twice")
         keys.append((kid, secret.encode()))
     if not keys and not problems:
-        problems.append("approval_keys holds no kid:secret pair")
+        problems.append("no kid:secret pair")
     if problems:
         raise ValueError("; ".join(problems))
     return keys
@@ -919,10 +919,10 @@ class Settings(
         problems: list[str] = []
         secret = self.jwt_hs256_secret.get_secret_value() if self.jwt_hs256_secret else None
         if secret is not None and len(secret.encode()) < 32:
-            problems.append("jwt_hs256_secret must be at least 32 bytes")
+            problems.append("TOOLGATE_JWT_HS256_SECRET must be at least 32 bytes")
         if self.env == "production":
             if secret == DEV_HS256_SECRET:
-                problems.append("the development HS256 secret is refused when TOOLGATE_ENV=production")
+                problems.append("TOOLGATE_JWT_HS256_SECRET is the development secret, refused when TOOLGATE_ENV=production")
             if self.jwt_issuer == DEV_ISSUER:
                 problems.append(f"TOOLGATE_JWT_ISSUER is the development issuer {DEV_ISSUER!r}; set your identity "
                                 "provider's issuer in production")
@@ -937,18 +937,19 @@ class Settings(
                 problems.append("set TOOLGATE_AUTHZEN_PDP_URL in production (the AuthZEN metadata's address, never taken "
                                 "from a request's Host header)")
         if self.metrics_token is not None and len(self.metrics_token.get_secret_value().encode()) < 16:
-            problems.append("metrics_token must be at least 16 bytes")
+            problems.append("TOOLGATE_METRICS_TOKEN must be at least 16 bytes")
         if self.jwt_jwks_url and self.jwt_public_key:
-            problems.append("set only one of jwt_jwks_url and jwt_public_key")
+            problems.append("set only one of TOOLGATE_JWT_JWKS_URL and TOOLGATE_JWT_PUBLIC_KEY")
         problems.extend(self._console_and_webhook_problems())
         if self.approval_keys is not None:
             try:
                 approval_keys = parse_approval_keys(self.approval_keys.get_secret_value())
             except ValueError as exc:
-                problems.append(str(exc))
+                problems.append(f"TOOLGATE_APPROVAL_KEYS: {exc}")
             else:
                 if self.env == "production" and DEV_APPROVAL_KEY[1] in (s for _, s in approval_keys):
-                    problems.append("the development approval key is refused when TOOLGATE_ENV=production")
+                    problems.append("TOOLGATE_APPROVAL_KEYS holds the development approval key, refused when "
+                                    "TOOLGATE_ENV=production")
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -962,7 +963,7 @@ class Settings(
             try:
                 parse_approval_keys(self.webhook_keys.get_secret_value())
             except ValueError as exc:
-                problems.append(str(exc).replace("approval key", "webhook key"))
+                problems.append("TOOLGATE_WEBHOOK_KEYS: " + str(exc).replace("approval key", "webhook key"))
         oidc = (self.console_oidc_issuer, self.console_oidc_client_id, self.console_public_url)
         if any(oidc) and not all(oidc):
             problems.append("the console's OpenID Connect sign-in needs TOOLGATE_CONSOLE_OIDC_ISSUER, _CLIENT_ID and "

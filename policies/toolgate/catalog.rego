@@ -8,18 +8,37 @@ import data.toolgate.lib
 #   {"families": {<family>: {"governs": [{"name", "namespace", "versions" (null: every
 #      version), "shared_with"}], "approver_roles": [role] | null (the library's default)}},
 #    "problems": [sentence],
-#    "findings": [{"kind", "family", "tool"?, "namespace"?, "other"?, "message"}]}
+#    "findings": [{"kind", "family", "tool"?, "namespace"?, "other"?, "message"}],
+#    "approval_sources": [sentence]}
 # A problem is a declaration the library cannot use or two families claiming one tool (same
 # name and namespace, overlapping versions) without naming each other in shared_with; each is
 # also a finding, which names its family and tool so that a check can point at the
 # declaration. Kinds: malformed_declaration, malformed_approver_roles, unshared_claim,
 # shared_with_not_claimant. The check adds what needs the contracts: a contract without a
 # family, a family naming a tool without a contract, and the input fields each rule reads
-# (from the parsed Rego).
+# (from the parsed Rego). approval_sources names what can make a decision user-approval; the
+# gateway's start-up check refuses production without TOOLGATE_APPROVAL_KEYS unless it is empty.
 catalog := {
 	"families": {family: _family_entry(family) | some family; data.tools[family].governs},
 	"problems": sort({f.message | some f in catalog_findings}),
 	"findings": sort(catalog_findings),
+	"approval_sources": sort(approval_sources),
+}
+
+# A family asks for approval through its approval_required rule, the only way a family's
+# contribution becomes an "approval" effect (decision.rego); approver_roles is optional (null:
+# the library's default roles), so it cannot say which families ask. The rule is defined
+# (possibly empty without input) exactly when the family writes one.
+approval_sources contains sprintf("family %s (approval_required)", [family]) if {
+	some family
+	data.tools[family].governs
+	data.tools[family].approval_required
+}
+
+# The library asks for approval of every unregistered tool of a role with dynamic_tools.
+approval_sources contains sprintf("role %s (dynamic_tools: true)", [role]) if {
+	some role
+	data.roles[role].dynamic_tools == true
 }
 
 _family_entry(family) := {

@@ -46,3 +46,22 @@ test_catalog_findings_name_the_family_and_tool_of_each_problem if {
 	})
 	fixtures.same({f.message | some f in findings}, {m | some m in data.toolgate.catalog.problems}) with data.tools as tools
 }
+
+test_catalog_names_what_can_ask_for_approval if {
+	fixtures.same(data.toolgate.catalog.approval_sources, [
+		"family banking (approval_required)",
+		"family commands (approval_required)",
+		"family files (approval_required)",
+		"family payments (approval_required)",
+		"role developer (dynamic_tools: true)",
+	])
+	tools := {
+		"asks": {"governs": {"x": {}}, "approval_required": set()},
+		"decides": {"governs": {"y": {}}, "deny": set(), "allow": set()},
+	}
+	roles := {"agent": {"tools": ["x", "y"], "dynamic_tools": false}}
+	fixtures.same(data.toolgate.catalog.approval_sources, ["family asks (approval_required)"]) with data.tools as tools
+		with data.roles as roles
+	fixtures.same(data.toolgate.catalog.approval_sources, []) with data.tools as {"decides": tools.decides}
+		with data.roles as roles
+}
