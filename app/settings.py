@@ -671,6 +671,12 @@ class InterfaceSettings(_Section):
         description="The `policy_decision_point` identifier published at `/.well-known/authzen-configuration` "
         "(no query or fragment); required in production; unset in development: the base URL of the metadata request.",
     )
+    authzen_allowed_hosts: CsvList = Field(
+        ["localhost", "127.0.0.1"],
+        description="Without `TOOLGATE_AUTHZEN_PDP_URL`: the `Host` header names (port ignored; `.example.com` matches "
+        "its subdomains) whose base URL the AuthZEN metadata may name; a metadata request with another `Host` is "
+        "refused (400), so that a forged `Host` cannot make the gateway advertise foreign endpoints.",
+    )
     authzen_pep_role: str | None = Field(
         None,
         pattern=r"^[A-Za-z0-9_.:-]{1,64}$",
@@ -723,7 +729,7 @@ class InterfaceSettings(_Section):
         "unset: the request's base URL and `TOOLGATE_MCP_PATH`.",
     )
 
-    @field_validator("mcp_tool_versions", "mcp_authorization_servers", "mcp_scopes", mode="before")
+    @field_validator("mcp_tool_versions", "mcp_authorization_servers", "mcp_scopes", "authzen_allowed_hosts", mode="before")
     @classmethod
     def _tool_versions_csv(cls, value: object) -> object:
         return _split_csv(value)
