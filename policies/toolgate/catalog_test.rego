@@ -48,13 +48,16 @@ test_catalog_findings_name_the_family_and_tool_of_each_problem if {
 }
 
 test_catalog_names_what_can_ask_for_approval if {
-	fixtures.same(data.toolgate.catalog.approval_sources, [
+	sources := {s | some s in data.toolgate.catalog.approval_sources}
+	asking := {
 		"family banking (approval_required)",
 		"family commands (approval_required)",
 		"family files (approval_required)",
 		"family payments (approval_required)",
 		"role developer (dynamic_tools: true)",
-	])
+	}
+	fixtures.same(asking - sources, set())
+	fixtures.same({"family reports (approval_required)", "family tickets (approval_required)"} & sources, set())
 	tools := {
 		"asks": {"governs": {"x": {}}, "approval_required": set()},
 		"decides": {"governs": {"y": {}}, "deny": set(), "allow": set()},
