@@ -188,7 +188,11 @@ class RedisSettings(_Section):
     redis_url: str = Field("redis://127.0.0.1:6379/0", description="A standalone Redis, or any node of a Redis Cluster.")
     redis_cluster: bool = Field(False, description="`true`: `TOOLGATE_REDIS_URL` names a node of a Redis Cluster.")
     redis_socket_timeout_ms: int = Field(
-        100, gt=0, le=60_000, description="Connect and read/write timeout of every Redis command, and the wait for a pooled connection."
+        500,
+        gt=0,
+        le=60_000,
+        description="Connect and read/write timeout of every Redis command, and the wait for a pooled connection "
+        "(sized from `python -m bench.redis_timeouts`: docs/operators.md#redis).",
     )
 
 
