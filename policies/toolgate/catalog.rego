@@ -9,7 +9,8 @@ import data.toolgate.lib
 #      version), "shared_with"}], "approver_roles": [role] | null (the library's default)}},
 #    "problems": [sentence],
 #    "findings": [{"kind", "family", "tool"?, "namespace"?, "other"?, "message"}],
-#    "approval_sources": [sentence]}
+#    "approval_sources": [sentence],
+#    "tenant_custom": {<name>: {"schema": JSON Schema, "declared_by": [family or "toolgate.lib"]}}}
 # A problem is a declaration the library cannot use or two families claiming one tool (same
 # name and namespace, overlapping versions) without naming each other in shared_with; each is
 # also a finding, which names its family and tool so that a check can point at the
@@ -23,6 +24,39 @@ catalog := {
 	"problems": sort({f.message | some f in catalog_findings}),
 	"findings": sort(catalog_findings),
 	"approval_sources": sort(approval_sources),
+	"tenant_custom": tenant_custom,
+}
+
+# --- the tenant data's custom members -------------------------------------------------------
+#
+# A family (or the library) that reads data.tenants[<tenant>].custom.<name> declares its shape:
+#   tenant_custom := {"<name>": <JSON Schema>}
+# `toolgate tenant-data check` and pushes validate each tenant's custom members against these
+# shapes, and refuse a member nobody declares. Two different shapes for one name are a finding
+# (and neither is used, so that member is refused until they agree).
+_custom_declarations contains [name, "toolgate.lib", schema] if {
+	some name, schema in lib.tenant_custom
+}
+
+_custom_declarations contains [name, family, schema] if {
+	some family
+	data.tools[family].governs
+	some name, schema in data.tools[family].tenant_custom
+}
+
+_custom_shapes(name) := {schema |
+	some [declared, _, schema] in _custom_declarations
+	declared == name
+}
+
+_custom_owners(name) := sort({owner |
+	some [declared, owner, _] in _custom_declarations
+	declared == name
+})
+
+tenant_custom[name] := {"schema": schema, "declared_by": _custom_owners(name)} if {
+	some [name, _, _] in _custom_declarations
+	[schema] := [s | some s in _custom_shapes(name)]
 }
 
 # A family asks for approval through its approval_required rule, the only way a family's
@@ -112,6 +146,16 @@ catalog_findings contains {
 	some [family, d] in _declarations
 	some other in d.shared_with
 	not _claims(other, d)
+}
+
+catalog_findings contains {
+	"kind": "conflicting_tenant_custom",
+	"family": owners[0],
+	"message": sprintf("tenant data custom.%s is declared with different shapes by %s", [name, concat(", ", owners)]),
+} if {
+	some [name, _, _] in _custom_declarations
+	count(_custom_shapes(name)) > 1
+	owners := _custom_owners(name)
 }
 
 _claims(family, d) if {

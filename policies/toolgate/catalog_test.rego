@@ -68,3 +68,16 @@ test_catalog_names_what_can_ask_for_approval if {
 	fixtures.same(data.toolgate.catalog.approval_sources, []) with data.tools as {"decides": tools.decides}
 		with data.roles as roles
 }
+
+test_catalog_collects_the_declared_tenant_custom_shapes if {
+	fixtures.same(data.toolgate.catalog.tenant_custom.secret_patterns.declared_by, ["toolgate.lib"])
+	tools := {
+		"a": {"governs": {"x": {}}, "tenant_custom": {"aliases": {"type": "array"}, "secret_patterns": {"type": "object"}}},
+		"b": {"governs": {"y": {}}, "tenant_custom": {"aliases": {"type": "array"}}},
+	}
+	custom := data.toolgate.catalog.tenant_custom with data.tools as tools
+	fixtures.same(custom.aliases, {"schema": {"type": "array"}, "declared_by": ["a", "b"]})
+	not custom.secret_patterns # declared by the library and by a with different shapes: neither is used
+	fixtures.same(data.toolgate.catalog.problems, ["tenant data custom.secret_patterns is declared with different shapes by a, toolgate.lib"])
+		with data.tools as tools
+}
