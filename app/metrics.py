@@ -141,6 +141,12 @@ REDIS_SECONDS = Histogram(
     "Duration of each Redis round trip (command, script or pipeline) in seconds, timeouts included.",
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5),
 )
+SESSION_READS_GAPS = Gauge(
+    "toolgate_session_reads_gaps",
+    "Session members the policy in force reads but its families' session_reads do not declare (0: verified; the"
+    " gateway builds the whole session for every call while this is above 0).",
+    multiprocess_mode="livemax",
+)
 RATE_LIMITED = Counter("toolgate_rate_limited_total", "Decide calls refused with 429 RATE_LIMITED, by the limit's scope.", ["scope"])
 _revision = [""]
 _CHILDREN: dict[tuple[object, tuple[str, ...]], Any] = {}
