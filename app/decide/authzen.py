@@ -324,9 +324,10 @@ def _merged(defaults: EvaluationsRequest, item: EvaluationItem, position: int) -
 def in_request_terms(error: ValidationFailed, request: EvaluationRequest, origins: Origins) -> ValidationFailed:
     """``error`` of the mapped decide call as the AuthZEN request's error: a 422 becomes 400 (the
     error responses AuthZEN defines are 400, 401, 403 and 500: arguments that fail the tool's
-    contract make a bad request) and each problem's path moved from the decide body (``/input/...``, ``/tool``, ``/version``,
-    ``/context/...``) to where the PEP wrote it (``/action/properties/arguments/...``,
-    ``/resource/id``, ...); a path with no counterpart names the evaluation itself."""
+    contract make a bad request) and each problem's path moves from the decide body
+    (``/input/...``, ``/tool``, ``/version``, ``/context/...``) to where the PEP wrote it
+    (``/action/properties/arguments/...``, ``/resource/id``, ...); a path with no counterpart
+    names the evaluation itself."""
     details = error.details
     if isinstance(details, dict) and isinstance(details.get("problems"), list):
         moves = _path_moves(request, origins)

@@ -118,7 +118,8 @@ def push(
 
     Raises ``Forbidden``, ``RateLimited`` (429: the tenant's pushes are over
     ``TOOLGATE_TENANT_DATA_PUSH_RATE``), ``ValidationFailed`` (422 with ``details.problems`` for data outside
-    the schema, or custom members the active policy does not declare in that shape), ``Conflict`` (409: pushes are off or would not reach the policy, or the data
+    the schema, or custom members the active policy does not declare in that shape),
+    ``Conflict`` (409: pushes are off or would not reach the policy, or the data
     changed since ``if_match``), ``DependencyUnavailable`` (the data or the record cannot be
     written; nothing is kept).
     """

@@ -19,7 +19,7 @@ import os
 import sys
 from pathlib import Path, PurePosixPath
 
-from app.policy.bundle import PolicyBundle, PolicyLoadError, load_into, read_directory
+from app.policy.bundle import PolicyBundle, PolicyLoadError, read_directory
 from app.policy.tenant_data import CUSTOM_SHAPES_DOCUMENT, TenantDataInvalid, custom_shapes, validate
 from app.settings import PROJECT_ROOT
 
@@ -27,19 +27,9 @@ from app.settings import PROJECT_ROOT
 def declared_shapes(bundle: PolicyBundle) -> dict[str, object]:
     """``{name: JSON Schema}`` of the custom members ``bundle``'s policy declares. Raises
     ``PolicyLoadError`` when the bundle does not compile or the catalog cannot be evaluated."""
-    from opa_bindings import OpaEngine, OpaError, OpaUndefinedError
+    from app.engine.embedded import check_bundle
 
-    engine = OpaEngine()
-    try:
-        load_into(engine, bundle)
-        try:
-            return custom_shapes(engine.eval_document(CUSTOM_SHAPES_DOCUMENT))
-        except OpaUndefinedError:
-            return {}
-        except OpaError as exc:
-            raise PolicyLoadError(f"data.{CUSTOM_SHAPES_DOCUMENT} cannot be evaluated: {exc.message}") from None
-    finally:
-        engine.close()
+    return custom_shapes(check_bundle(bundle, None, document=CUSTOM_SHAPES_DOCUMENT))
 
 
 def tenant_data_problems(bundle: PolicyBundle) -> tuple[int, list[str]]:
