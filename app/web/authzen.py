@@ -59,8 +59,8 @@ def evaluation(subject: Subject) -> Response:
     ``{"decision": bool, "context": {decision_id, toolgate_decision, reasons, reason?}}``.
     Headers: ``Authorization: Bearer <JWT>`` (the subject of the evaluation, or a PEP's
     credential), ``X-Request-ID`` (echoed as sent). Errors (DESIGN §7 bodies): 400 malformed or
-    incomplete request or an unsafe ``X-Request-ID``, 401, 403 a subject other than the caller
-    (without the PEP role), 422 input that fails the tool's contract, 503."""
+    incomplete request, arguments that fail the tool's contract (at the request's paths) or an
+    unsafe ``X-Request-ID``, 401, 403 a subject other than the caller (without the PEP role), 503."""
     return jsonify(_evaluator(subject).evaluation(request_body()))
 
 
