@@ -240,6 +240,19 @@ class SessionSettings(_Section):
         1024, ge=0, le=65_536,
         description="A recent call's redacted arguments are kept up to this many bytes of compact JSON (larger: `args` null).",
     )
+    provenance_secret: SecretStr | None = Field(
+        None,
+        description="Derives each tenant's key of the provenance digests (HMAC-SHA256; docs/session.md \"Provenance\"); "
+        "unset: a key derived from the audit key-hash secret.",
+    )
+    provenance_max_values: int = Field(
+        2000, ge=10, le=100_000,
+        description="Values of reported results remembered per conversation for `input.provenance`, the newest.",
+    )
+    provenance_retention_s: int = Field(
+        86_400, ge=60, le=7 * 86_400,
+        description="How long a value of a reported result is remembered for `input.provenance`, in seconds.",
+    )
     rate_limit_per_subject: str | None = Field(
         None,
         description="`<count>/<seconds>s`: every subject's decide calls and AuthZEN evaluations are limited to this "
