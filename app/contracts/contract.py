@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from app.errors import ValidationFailed
+from app.errors import ContractMismatch
 from app.vocabulary import LABEL_PATTERN, NAMESPACE_PATTERN, TOOL_NAME_PATTERN, VERSION_PATTERN, qualified_tool
 
 Risk = Literal["low", "medium", "high"]
@@ -210,9 +210,9 @@ def is_sensitive(path: str, sensitive: tuple[str, ...]) -> bool:
     return any(path == s or path.startswith(s + "/") for s in sensitive)
 
 
-def mismatch(problems: list[Problem], what: str) -> ValidationFailed:
+def mismatch(problems: list[Problem], what: str) -> ContractMismatch:
     """The 422 for ``what`` (``input`` or ``result``) failing its schema."""
-    return ValidationFailed(
+    return ContractMismatch(
         f"{what} does not match the tool contract",
         http_status=422,
         details={"problems": problems[:MAX_PROBLEMS]},

@@ -21,7 +21,7 @@ from typing import Any
 from app.contracts.contract import ContractMetadata, InputMark
 from app.provenance.extract import values_in
 from app.provenance.normalize import key
-from app.provenance.results import MAX_SCALARS, scalars, value_keys
+from app.provenance.results import MAX_SCALARS, scalars, value_keys, with_host
 from app.provenance.store import ProvenanceStore, Source
 from app.session.keys import SubjectKeys
 from app.session.pointers import values_at
@@ -51,24 +51,17 @@ class Prompt:
         self.values: set[tuple[str, str]] = set()
         if self.text is not None and isinstance(text, str):
             for kind, value_key in values_in(text, ALL_KINDS):
-                self.values.add((kind, value_key))
-                if kind == "url":
-                    host = key("domain", value_key)
-                    if host is not None:
-                        self.values.add(("domain", host))
+                self.values.update(with_host(kind, value_key))
 
     def names(self, value: _Value, raw: Any) -> bool:
-        """Whether the prompt holds ``value``: its own key among the prompt's values, or (text)
-        its words in the prompt's, at word boundaries."""
+        """Whether the prompt holds ``value``: its own key among the prompt's values, or (a
+        string) its words in the prompt's, at word boundaries."""
         if self.text is None:
             return False
-        if value.own is not None and value.own in self.values:
+        if value.own in self.values:
             return True
-        if isinstance(raw, str):
-            words = key("text", raw)
-            return words is not None and _contains_words(self.text, words)
-        number = key("amount", raw)
-        return number is not None and ("amount", number) in self.values
+        words = key("text", raw) if isinstance(raw, str) else None
+        return words is not None and _contains_words(self.text, words)
 
 
 @lru_cache(maxsize=256)
@@ -120,11 +113,6 @@ def _entry(value: _Value, in_prompt: bool) -> dict[str, Any]:
     }
 
 
-def _with_domain(kind: str, value_key: str) -> list[tuple[str, str]]:
-    host = key("domain", value_key) if kind == "url" else None
-    return [(kind, value_key)] + ([("domain", host)] if host is not None else [])
-
-
 def build(
     store: ProvenanceStore, keys: SubjectKeys, conversation: str | None, meta: ContractMetadata | None,
     call_input: Any, context: dict[str, Any], untraced_labels: list[str], reads: Reads,
@@ -147,8 +135,9 @@ def build(
         own = next((found for found in lookups if found[0] == _KEY_KIND.get(kind, kind)), None)
         arguments[pointer] = (_Value(kind, lookups, own), raw)
         if wants_extracted and mark is not None and mark.extract and isinstance(raw, str):
-            extracted[pointer] = [_Value(k, _with_domain(k, v), (k, v)) for k, v in values_in(raw, mark.extract)]
-    values = [value for value, _ in arguments.values()] + [v for found in extracted.values() for v in found]
+            extracted[pointer] = [_Value(k, with_host(k, v), (k, v)) for k, v in values_in(raw, mark.extract)]
+    values = [value for value, _ in arguments.values()] if wants_arguments else []
+    values += [v for found in extracted.values() for v in found]
     digest_of = {
         lookup: store.digest(keys.tenant, *lookup) for value in values for lookup in value.lookups
     }

@@ -38,16 +38,20 @@ def scalars(value: Any, path: str) -> Iterator[tuple[str, Any]]:
         yield path, value
 
 
+def with_host(kind: str, value_key: str) -> list[tuple[str, str]]:
+    """``[(kind, value_key)]``, and for a URL its host as a domain too."""
+    host = key("domain", value_key) if kind == "url" else None
+    return [(kind, value_key)] + ([("domain", host)] if host is not None else [])
+
+
 def value_keys(value: str | int | float, kind: str | None, extract: tuple[str, ...]) -> list[tuple[str, str]]:
     """The ``(kind, key)`` a scalar stands for: as text or amount, as ``kind``, and the values
     of the kinds ``extract`` names when it is free text; a URL's host as a domain too."""
     found: list[tuple[str, str]] = []
 
     def add(value_kind: str, value_key: str | None) -> None:
-        if value_key is not None and (value_kind, value_key) not in found:
-            found.append((value_kind, value_key))
-            if value_kind == "url":
-                add("domain", key("domain", value_key))
+        if value_key is not None:
+            found.extend(k for k in with_host(value_kind, value_key) if k not in found)
 
     if isinstance(value, str):
         add("text", key("text", value))

@@ -69,6 +69,11 @@ return 1
 """)
 
 
+# KEYS: hash. ARGV: digests. Their sources (a script rather than HMGET: the gateway's script
+# path, ``RedisConnection.eval``, leaves out redis-py's per-command wrappers).
+READ = LuaScript("return redis.call('HMGET', KEYS[1], unpack(ARGV))")
+
+
 @dataclass(frozen=True)
 class Source:
     """Where a value was seen: a reported result of ``tool`` (decided as ``decision_id``), at
@@ -152,7 +157,7 @@ class ProvenanceStore:
         if not digests:
             return {}
         key = _hash_key(keys, conversation)
-        found = self.redis.run("provenance read", lambda client: client.hmget(key, list(digests)))
+        found = self.redis.eval("provenance read", READ, [key], list(digests))
         since = now_ms() - self.retention_ms
         sources: dict[str, list[Source]] = {}
         for digest, text in zip(digests, found, strict=True):
