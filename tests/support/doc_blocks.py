@@ -8,7 +8,8 @@ How a document shows a command and its output (``steps``):
 - a ``sh`` or ``bash`` block followed by an output block (a fence without language, ``json``
   or ``text``): the output block is the command block's stdout (stderr is not compared);
 - a ``console`` block: a line starting with ``$ `` is a command (a trailing backslash continues
-  it), the lines up to the next command are its output, stdout and stderr together.
+  it), the lines up to the next command are its output, stdout and stderr together (less the
+  two ``DEVELOPMENT_WARNINGS`` every toolgate command of a development set-up prints).
 
 A line ``...`` in a shown output stands for any number of lines the document leaves out.
 
@@ -25,7 +26,7 @@ here, or whose output cannot match a run, says why in an HTML comment
 right before it (blank lines between are allowed):
 
 - ``<!-- docs-check: skip (why) -->``: the block does not run;
-- ``<!-- docs-check: skip section (why) -->``: no block runs up to the next heading of the level
+- ``<!-- docs-check: skip section (why) -->``, anywhere before the block: no block runs up to the next heading of the level
   of the last heading before the marker, or a higher one (a walkthrough on its own servers and
   ports; right under the document's title it skips the whole document);
 - ``<!-- docs-check: not compared (why) -->``: the block runs (later blocks need what it does),
@@ -33,8 +34,8 @@ right before it (blank lines between are allowed):
 
 ``python -m tests.support.doc_blocks [DOC ...]`` checks the given documents (all by default)
 and prints each skipped block with its reason; exit status 1 when an output differs or a block
-fails. ``--paste`` writes the real outputs over the differing ones, for the author to read in
-``git diff``. ``tests/api/test_docs_outputs.py`` runs it in CI.
+fails. ``--paste`` writes the real outputs over the differing ones (not over a shortened one),
+for the author to read in ``git diff``. ``tests/api/test_docs_outputs.py`` runs it in CI.
 """
 
 from __future__ import annotations
@@ -78,14 +79,22 @@ VARYING = [
     (re.compile(r"\beyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*"), "<token>"),
     (re.compile(r'"durations_ms":\{[^}]*\}'), '"durations_ms":<durations>'),
     (re.compile(r"\(\d+(\.\d+)?(ns|µs|ms|s)\)"), "(<duration>)"),
+    (re.compile(r"\b\d+\.\d+ s\b"), "<duration>"),
     (re.compile(r"\b1[6-9]\d{8}\b"), "<run>"),  # a run stamp, $(date +%s)
     (re.compile(r"(127\.0\.0\.1|localhost):\d+"), r"\1:<port>"),
     (re.compile(r"^Content-Length: \d+$", re.M), "Content-Length: <length>"),
 ]
+#: What every toolgate command of a development set-up prints on stderr; documents leave these
+#: lines out (rollout.md says so), and the checker drops them from a console block's output.
+DEVELOPMENT_WARNINGS = {
+    "development mode: accepting HS256 tokens signed with the built-in development secret; never use this in production",
+    "TOOLGATE_APPROVAL_KEYS is unset: approval grants are signed with the built-in development key",
+}
 NEVER_RUN = re.compile(r"scripts/(serve|stop|test|install|install-opa)\.sh|toolgate serve\b|redis-server|opa run\b")
 _LINKED = [".venv", ".tools", "clients/ai-sdk/node_modules"]
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
-_MARKER = re.compile(r"<!-- docs-check: (skip section|skip|not compared) \((.+?)\) -->\s*\Z", re.S)
+_MARKER = re.compile(r"<!-- docs-check: (skip|not compared) \((.+?)\) -->\s*\Z", re.S)
+_SECTION_MARKER = re.compile(r"<!-- docs-check: skip section \((.+?)\) -->", re.S)
 _HEADING = re.compile(r"^(#+) ", re.M)
 
 
@@ -118,6 +127,10 @@ class Report:
     not_compared: list[tuple[int, str]] = field(default_factory=list)
     outputs: list[tuple[tuple[int, int], str]] = field(default_factory=list)
     seconds: float = 0.0
+
+
+def _without_development_warnings(text: str) -> str:
+    return "".join(line for line in text.splitlines(keepends=True) if line.rstrip("\n") not in DEVELOPMENT_WARNINGS)
 
 
 def normalized(text: str) -> str:
@@ -177,9 +190,9 @@ def steps(text: str) -> list[Step]:
         if section_skip and any(len(h[1]) <= section_skip[0] for h in headings):
             section_skip = None
         marker = _MARKER.search(text, previous_end, start)
-        if marker and marker[1] == "skip section":
-            section_skip = (len(_last_heading(text, marker.start())), marker[2])
-            marker = None
+        section_marker = _SECTION_MARKER.search(text, previous_end, start)
+        if section_marker:
+            section_skip = (len(_last_heading(text, section_marker.start())), section_marker[1])
         line = text.count("\n", 0, start) + 1
         skip = section_skip[1] if section_skip else (marker[2] if marker and marker[1] == "skip" else None)
         not_compared = marker[2] if marker and marker[1] == "not compared" else None
@@ -239,13 +252,15 @@ def run_document(path: Path, served: Served) -> Report:
                                    f"{done.stderr[-2000:]}")
         for step, output in zip(runnable, outputs, strict=False):
             body, _, status = output.rpartition("@@status ")
+            body = _without_development_warnings(body)
             if step.shown is None or step.not_compared:
                 continue
             if matches(step.shown, body):
                 report.compared += 1
             else:
                 report.failures.append(_difference(report.document, step, body, status.strip()))
-                report.outputs.append((step.span, body if body.endswith("\n") or not body else body + "\n"))
+                if "..." not in step.shown.splitlines():  # a shortened output is pasted by hand
+                    report.outputs.append((step.span, body if body.endswith("\n") or not body else body + "\n"))
     report.seconds = time.monotonic() - started
     return report
 
@@ -285,10 +300,10 @@ class Served:
 @contextmanager
 def served_gateway(redis_url: str, workdir: Path) -> Iterator[Served]:
     """A fresh gateway as serve.sh runs it (gunicorn behind the shipped nginx proxy, the embedded
-    engine, an empty SQLite decision log in ``workdir``, the documented metrics token), on free
-    loopback ports."""
+    engine reloading the policies every 2 s, an empty SQLite decision log in ``workdir``, the
+    documented metrics token), on free loopback ports."""
     settings = {"TOOLGATE_REDIS_URL": redis_url, "TOOLGATE_AUDIT_DSN": str(workdir / "decisions.sqlite"),
-                "TOOLGATE_METRICS_TOKEN": DOCUMENTED_METRICS_TOKEN}
+                "TOOLGATE_METRICS_TOKEN": DOCUMENTED_METRICS_TOKEN, "TOOLGATE_POLICY_POLL_INTERVAL_S": "2"}
     gateway = GatewayProcess(settings, workers=1, threads=4).start()
     try:
         proxy = ProxyProcess(f"127.0.0.1:{gateway.port}", workdir / "proxy").start()
