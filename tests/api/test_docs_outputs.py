@@ -80,10 +80,10 @@ def test_a_marker_skips_its_block_with_the_reason_printed(tmp_path: Path, no_gat
 
 
 def test_a_command_that_would_start_servers_is_refused_unless_marked(tmp_path: Path, no_gateway: Served) -> None:
-    doc = _document(tmp_path, "# t\n\n```sh\nbash scripts/serve.sh\n```\n\n```console\n$ echo x\nx\n```\n")
+    doc = _document(tmp_path, "# t\n\n```sh\nbash scripts/serve.sh\n```\n\n```console\n$ echo x\nx\n$ toolgate serve\nstarted\n```\n")
     report = run_document(doc, no_gateway)
-    assert report.compared == 0
-    assert len(report.failures) == 1 and "would start servers" in report.failures[0]
+    assert report.compared == 0 and report.skipped == [(3, "starts servers, installs or runs the suite, and shows no output")]
+    assert len(report.failures) == 1 and "would start servers" in report.failures[0] and ":7:" in report.failures[0]
 
 
 def test_normalization_keeps_decisions_rules_and_reasons() -> None:

@@ -21,7 +21,8 @@ with ``.venv``, ``.tools`` and the AI SDK client's ``node_modules`` linked), so 
 ``TOOLGATE_REDIS_URL`` and ``TOOLGATE_AUDIT_DSN``.
 
 A command that would start servers on serve.sh's fixed ports, or install or run the whole suite
-(``NEVER_RUN``), is never run: without a skip marker it is a failure. A block that cannot run
+(``NEVER_RUN``), is never run: a block of them that shows no output (README's set-up commands)
+counts as skipped; one that shows an output is a failure without a skip marker. A block that cannot run
 here, or whose output cannot match a run, says why in an HTML comment
 right before it (blank lines between are allowed):
 
@@ -41,6 +42,7 @@ for the author to read in ``git diff``. ``tests/api/test_docs_outputs.py`` runs 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import re
 import shutil
@@ -91,6 +93,7 @@ DEVELOPMENT_WARNINGS = {
     "TOOLGATE_APPROVAL_KEYS is unset: approval grants are signed with the built-in development key",
 }
 NEVER_RUN = re.compile(r"scripts/(serve|stop|test|install|install-opa)\.sh|toolgate serve\b|redis-server|opa run\b")
+_NEVER_RUN_SETUP = "starts servers, installs or runs the suite, and shows no output"
 _LINKED = [".venv", ".tools", "clients/ai-sdk/node_modules"]
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
 _MARKER = re.compile(r"<!-- docs-check: (skip|not compared) \((.+?)\) -->\s*\Z", re.S)
@@ -197,16 +200,19 @@ def steps(text: str) -> list[Step]:
         skip = section_skip[1] if section_skip else (marker[2] if marker and marker[1] == "skip" else None)
         not_compared = marker[2] if marker and marker[1] == "not compared" else None
         if language == "console":
-            for command, shown, span in _console_steps(body, fence.start(2), line):
-                found.append(Step(command, shown, True, line, skip, not_compared, span))
+            for command, output, output_span in _console_steps(body, fence.start(2), line):
+                found.append(Step(command, output, True, line, skip, not_compared, output_span))
         elif language in COMMAND_LANGUAGES:
             after = fences[i + 1] if i + 1 < len(fences) else None
-            between = text[fence.end():after.start()].strip() if after else "x"
-            output_marker = _MARKER.match(between)
-            if output_marker and output_marker[1] == "not compared":
-                not_compared, between = output_marker[2], ""
-            shows = after is not None and after[1] in OUTPUT_LANGUAGES and not between
-            shown, span = (after[2], after.span(2)) if after and shows else (None, (0, 0))
+            shown: str | None = None
+            span = (0, 0)
+            if after is not None and after[1] in OUTPUT_LANGUAGES:
+                between = text[fence.end():after.start()].strip()
+                output_marker = _MARKER.match(between)
+                if output_marker and output_marker[1] == "not compared":
+                    not_compared, between = output_marker[2], ""
+                if not between:
+                    shown, span = after[2], after.span(2)
             found.append(Step(body, shown, False, line, skip, not_compared, span))
     return found
 
@@ -232,7 +238,8 @@ def run_document(path: Path, served: Served) -> Report:
     output."""
     report = Report(path.relative_to(PROJECT_ROOT).as_posix() if path.is_relative_to(PROJECT_ROOT) else path.name)
     started = time.monotonic()
-    all_steps = steps(path.read_text(encoding="utf-8"))
+    all_steps = [step if step.skip or step.shown is not None or not NEVER_RUN.search(step.command)
+                 else dataclasses.replace(step, skip=_NEVER_RUN_SETUP) for step in steps(path.read_text(encoding="utf-8"))]
     runnable = [s for s in all_steps if s.skip is None]
     report.skipped = sorted({(s.line, s.skip) for s in all_steps if s.skip is not None})
     report.not_compared = sorted({(s.line, s.not_compared) for s in runnable if s.not_compared})
