@@ -10,11 +10,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from flask import Flask
 
     from app.contracts.registry import ContractRegistry
     from app.decide.deps import Deps
     from app.engine.base import PolicyEngine
+    from app.session.declarations import DeclarationsAudit
     from app.settings import Settings
 
 
@@ -43,6 +46,7 @@ def build_deps(
     from app.engine import build_engine, build_shadow
     from app.idempotency.store import IdempotencyStore
     from app.policy.archive import PolicyArchive
+    from app.policy.toolchain import opa_binary
     from app.receipts.keys import key_document
     from app.receipts.signer import receipt_signer
     from app.redis_client import build_redis
@@ -60,6 +64,7 @@ def build_deps(
     archive = PolicyArchive(decision_store)  # every activated policy revision, for policy explain
     _warn_about_signing_keys(settings, checkpoints=checkpoint_keys is not None, receipts=receipts is not None)
     engine = engine or build_engine(settings, on_activate=archive.keep)
+    session_reads = SessionReads(engine, _declarations_audit(engine, opa_binary()))
     return Deps(
         settings=settings,
         verifier=TokenVerifier(settings),
@@ -74,13 +79,22 @@ def build_deps(
         recorder=Recorder(decision_log, key_hash_secret=settings.audit_key_hash_secret.get_secret_value()),
         capability_engine=capability_engine
         or build_engine(settings.model_copy(update={"decision_path": settings.capability_path})),
-        session_reads=SessionReads(engine),
+        session_reads=session_reads,
         receipts=receipts,
         published_keys=key_document(
             receipts.public_keys if receipts else None, checkpoint_keys.public if checkpoint_keys else None
         ),
         shadow=build_shadow(settings, on_activate=archive.keep),
     )
+
+
+def _declarations_audit(engine: PolicyEngine, opa: Path | None) -> DeclarationsAudit:
+    """The check of ``engine``'s ``session_reads`` declarations (``app.session.declarations``);
+    an engine that cannot show its modules is never trusted."""
+    from app.session.declarations import DeclarationsAudit
+
+    modules = getattr(engine, "policy_modules", None)
+    return DeclarationsAudit(modules if callable(modules) else lambda: None, opa)
 
 
 def _warn_about_signing_keys(settings: Settings, *, checkpoints: bool, receipts: bool) -> None:

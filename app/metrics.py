@@ -133,6 +133,12 @@ POLICY_REVISION = Gauge(
 SESSION_LIMITS = Counter(
     "toolgate_session_limits_total", "Limit shares by outcome: reserved, refused (the call was denied), given_back.", ["outcome"]
 )
+SESSION_READS_GAPS = Gauge(
+    "toolgate_session_reads_gaps",
+    "Session members the policy in force reads but its families' session_reads do not declare (0: verified; the"
+    " gateway builds the whole session for every call while this is above 0).",
+    multiprocess_mode="livemax",
+)
 RATE_LIMITED = Counter("toolgate_rate_limited_total", "Decide calls refused with 429 RATE_LIMITED, by the limit's scope.", ["scope"])
 _revision = [""]
 _CHILDREN: dict[tuple[object, tuple[str, ...]], Any] = {}

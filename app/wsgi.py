@@ -12,5 +12,6 @@ import gc
 from app import create_app
 
 app = create_app()
+app.extensions["toolgate"].session_reads.prime()  # app.session.declarations: verified before the first call
 app.extensions["toolgate_sweeper"].start()
 gc.freeze()

@@ -15,7 +15,9 @@ change the decision itself.
 
 from __future__ import annotations
 
+import hashlib
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
@@ -49,6 +51,26 @@ class RawResult:
     value: Any
     defined: bool
     revision: str
+
+
+@dataclass(frozen=True)
+class PolicyModules:
+    """The Rego modules of one policy revision: ``modules`` by path (tests may be among them:
+    they are left out), raw bytes."""
+
+    revision: str
+    modules: Mapping[str, bytes]
+
+    def content_key(self) -> str:
+        """A SHA-256 hex digest of the production modules' paths and bytes."""
+        digest = hashlib.sha256()
+        for path in self.production_paths():
+            digest.update(path.encode() + b"\0" + self.modules[path] + b"\0")
+        return digest.hexdigest()
+
+    def production_paths(self) -> list[str]:
+        """The paths of the modules that are not tests, sorted."""
+        return sorted(p for p in self.modules if p.endswith(".rego") and not p.endswith("_test.rego"))
 
 
 class PolicyEngine(Protocol):

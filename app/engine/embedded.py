@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app import metrics
-from app.engine.base import RawResult, normalize
+from app.engine.base import PolicyModules, RawResult, normalize
 from app.engine.sources import BundleUnavailable, PolicySource
 from app.engine.status import WorkerStatusBoard
 from app.errors import DependencyUnavailable
@@ -443,6 +443,14 @@ class EmbeddedEngine:
     def revision(self) -> str:
         """The revision of the active snapshot (loading the first one if needed)."""
         return self._current().revision
+
+    def policy_modules(self) -> PolicyModules | None:
+        """The active snapshot's Rego modules, None before the first (loads nothing)."""
+        snapshot = self._snapshot
+        if snapshot is None:
+            return None
+        bundle = snapshot.bundle
+        return PolicyModules(bundle.revision, {path: bundle.files[path] for path in bundle.modules})
 
     def probe(self) -> None:
         """Ready when a snapshot is active and an engine of the pool answers; raises

@@ -48,7 +48,7 @@ import requests
 
 from app import metrics
 from app.engine import wire
-from app.engine.base import RawResult, normalize
+from app.engine.base import PolicyModules, RawResult, normalize
 from app.engine.deadline_http import DeadlineClient, DeadlineExceeded, ResponseTooLarge
 from app.engine.status import WorkerStatusBoard
 from app.errors import DependencyUnavailable
@@ -209,7 +209,7 @@ class OpaSidecarEngine:
             data = self._attempt(body, deadline, {"Content-Type": "application/json"}, _data_path(path))
         except _Attempt as failed:
             raise DependencyUnavailable("policy engine is unavailable", log_detail=str(failed)) from None
-        revision = provenance_revision(data.get("provenance")) or "unknown"
+        revision = self._remember_revision(data) or "unknown"
         return RawResult(data.get("result"), "result" in data, revision)
 
     def _remember_revision(self, data: dict[str, Any]) -> str | None:
@@ -224,6 +224,23 @@ class OpaSidecarEngine:
     def revision(self) -> str:
         """The bundle revision OPA last reported (``provenance``), else ``unknown``."""
         return self._revision
+
+    def policy_modules(self) -> PolicyModules | None:
+        """The sidecar's modules (``GET /v1/policies``: each module's id and raw text) under the
+        revision its decisions named before and after the read; None when that revision is not
+        known yet, changed meanwhile, or the sidecar cannot be read."""
+        before = self._revision
+        if before == "unknown":
+            return None
+        client = self._opa_client()
+        try:
+            answer = client._session.get(f"{client.root_url}/policies", timeout=client.timeout)
+            answer.raise_for_status()
+            modules = {str(m["id"]): str(m["raw"]).encode() for m in answer.json().get("result") or []}
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            log.warning("could not read the sidecar's policy modules: %s", exc, extra={"event": "sidecar_policies_unreadable"})
+            return None
+        return PolicyModules(before, modules) if self._revision == before else None
 
     # -- sidecar management (opa-python-client) --------------------------------------------
     def _opa_client(self) -> Any:

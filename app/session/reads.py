@@ -13,9 +13,10 @@ policy revision and builds only those members: a tool whose families read none c
 session read at all.
 
 Whenever the answer is in doubt the gateway builds everything (``EVERYTHING``): an engine or
-policy without the document, an answer that is not a list of strings, an engine error, and a
+policy without the document, an answer that is not a list of strings, an engine error, a
 decision made by a policy revision other than the one that answered (a reload in between;
-``SessionReads.stale``). A member a rule reads but the gateway did not build would be
+``SessionReads.stale``), and a revision whose declarations the gateway has not verified against
+its Rego (``app.session.declarations``: not yet, not possible, or found short). A member a rule reads but the gateway did not build would be
 silently undefined, so the gateway never builds less than the policy may read.
 """
 
@@ -28,6 +29,7 @@ from typing import Any
 
 from app.engine.base import PolicyEngine, RawResult
 from app.errors import ToolgateError
+from app.session.declarations import DeclarationsAudit
 
 log = logging.getLogger(__name__)
 
@@ -78,10 +80,13 @@ def _members(value: Any) -> frozenset[str] | None:
 
 
 class SessionReads:
-    """The reads of each tool, asked of ``engine`` once per tool and policy revision."""
+    """The reads of each tool, asked of ``engine`` once per tool and policy revision, trusted
+    only for a revision that ``audit`` verified (None: trusted as answered, for tests of the
+    answers themselves)."""
 
-    def __init__(self, engine: PolicyEngine) -> None:
+    def __init__(self, engine: PolicyEngine, audit: DeclarationsAudit | None = None) -> None:
         self._engine = engine
+        self._audit = audit
         self._lock = threading.Lock()
         self._revision: str | None = None
         self._known: dict[tuple[str, str, str], Reads] = {}
@@ -95,7 +100,7 @@ class SessionReads:
             with self._lock:
                 known = self._known.get(key) if revision == self._revision else None
             if known is not None:
-                return known
+                return self._verified(known)
             answer = self._engine.evaluate_document(READS_DOCUMENT, {"tool": tool})
         except ToolgateError as exc:  # the policy cannot answer now; the decision will say so
             log.warning("could not ask which session facts the policy reads; building all",
@@ -106,7 +111,23 @@ class SessionReads:
             if reads.revision != self._revision or len(self._known) >= _MAX_TOOLS:
                 self._revision, self._known = reads.revision, {}
             self._known[key] = reads
-        return reads
+        return self._verified(reads)
+
+    def prime(self) -> None:
+        """Load the policy and wait for the verdict on its declarations (a server's worker, before
+        its first call; ``DependencyUnavailable`` when no policy is active is left to the calls)."""
+        if self._audit is None:
+            return
+        try:
+            self._audit.trusted(self._engine.revision())
+        except ToolgateError:
+            return
+        self._audit.settle()
+
+    def _verified(self, reads: Reads) -> Reads:
+        if self._audit is None or "*" in reads.members or self._audit.trusted(reads.revision):
+            return reads
+        return EVERYTHING
 
 
 def _answered(answer: RawResult) -> Reads:
