@@ -81,7 +81,7 @@ VARYING = [
     (re.compile(r"\beyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*"), "<token>"),
     (re.compile(r'"durations_ms":\{[^}]*\}'), '"durations_ms":<durations>'),
     (re.compile(r"\(\d+(\.\d+)?(ns|µs|ms|s)\)"), "(<duration>)"),
-    (re.compile(r"\b\d+\.\d+ s\b"), "<duration>"),
+    (re.compile(r" *\b\d+\.\d+ s\b"), " <duration>"),  # with the padding of a right-aligned column
     (re.compile(r"\b1[6-9]\d{8}\b"), "<run>"),  # a run stamp, $(date +%s)
     (re.compile(r"(127\.0\.0\.1|localhost):\d+"), r"\1:<port>"),
     (re.compile(r"^Content-Length: \d+$", re.M), "Content-Length: <length>"),
