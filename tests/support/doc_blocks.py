@@ -14,22 +14,24 @@ How a document shows a command and its output (``steps``):
 A line ``...`` in a shown output stands for any number of lines the document leaves out.
 
 A command block without an output block runs too (it sets up what follows). Every block runs
-in one bash session per document, in a scratch copy of the repository's files (``git ls-files``,
-with ``.venv``, ``.tools`` and the AI SDK client's ``node_modules`` linked), so that
-``tests/data/...`` resolves and a walkthrough's edits never reach the checkout, with ``GW`` and ``http://127.0.0.1:8080`` pointed at the served proxy,
-``127.0.0.1:8081`` at the gateway, ``.venv/bin`` first on ``PATH`` and the gateway's
-``TOOLGATE_REDIS_URL`` and ``TOOLGATE_AUDIT_DSN``.
+in one bash session per document, in a scratch copy of the repository's files (``git
+ls-files``, with ``.venv``, ``.tools`` and the AI SDK client's ``node_modules`` linked), so that
+``tests/data/...`` resolves and a walkthrough's edits never reach the checkout; ``GW`` and
+``http://127.0.0.1:8080`` point at the served proxy, ``127.0.0.1:8081`` at the gateway,
+``.venv/bin`` is first on ``PATH``, and the gateway's ``TOOLGATE_REDIS_URL`` and
+``TOOLGATE_AUDIT_DSN`` are set.
 
 A command that would start servers on serve.sh's fixed ports, or install or run the whole suite
-(``NEVER_RUN``), is never run: a block of them that shows no output (README's set-up commands)
-counts as skipped; one that shows an output is a failure without a skip marker. A block that cannot run
-here, or whose output cannot match a run, says why in an HTML comment
+(``NEVER_RUN``), is never run: a block of them that shows no output (the README's set-up
+commands) counts as skipped; one that shows an output is a failure without a skip marker. A
+block that cannot run here, or whose output cannot match a run, says why in an HTML comment
 right before it (blank lines between are allowed):
 
 - ``<!-- docs-check: skip (why) -->``: the block does not run;
-- ``<!-- docs-check: skip section (why) -->``, anywhere before the block: no block runs up to the next heading of the level
-  of the last heading before the marker, or a higher one (a walkthrough on its own servers and
-  ports; right under the document's title it skips the whole document);
+- ``<!-- docs-check: skip section (why) -->``, anywhere before the block: no block runs up to
+  the next heading of the level of the last heading before the marker, or a higher one (a
+  walkthrough on its own servers and ports; right under the document's title it skips the
+  whole document);
 - ``<!-- docs-check: not compared (why) -->``: the block runs (later blocks need what it does),
   its output is not compared (the marker may also stand between the command and its output).
 
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import os
 import re
 import shutil
@@ -233,13 +236,20 @@ def _script(runnable: list[Step], proxy_url: str, gateway_bind: str) -> str:
     return "\n".join(parts) + "\n"
 
 
+def _setup_skipped(step: Step) -> Step:
+    """``step``, skipped when it is a set-up block of servers, installs or the suite that shows no
+    output."""
+    if step.skip or step.shown is not None or not NEVER_RUN.search(step.command):
+        return step
+    return dataclasses.replace(step, skip=_NEVER_RUN_SETUP)
+
+
 def run_document(path: Path, served: Served) -> Report:
     """Run the steps of ``path`` in one bash session against ``served``; compare each shown
     output."""
     report = Report(path.relative_to(PROJECT_ROOT).as_posix() if path.is_relative_to(PROJECT_ROOT) else path.name)
     started = time.monotonic()
-    all_steps = [step if step.skip or step.shown is not None or not NEVER_RUN.search(step.command)
-                 else dataclasses.replace(step, skip=_NEVER_RUN_SETUP) for step in steps(path.read_text(encoding="utf-8"))]
+    all_steps = [_setup_skipped(step) for step in steps(path.read_text(encoding="utf-8"))]
     runnable = [s for s in all_steps if s.skip is None]
     report.skipped = sorted({(s.line, s.skip) for s in all_steps if s.skip is not None})
     report.not_compared = sorted({(s.line, s.not_compared) for s in runnable if s.not_compared})
@@ -286,8 +296,6 @@ def _copy_repository(scratch: Path) -> None:
 
 
 def _difference(document: str, step: Step, output: str, status: str) -> str:
-    import difflib
-
     diff = difflib.unified_diff(normalized(step.shown or "").splitlines(), normalized(output).splitlines(),
                                 "shown", "run", lineterm="", n=1)
     return (f"{document}:{step.line}: exit {status} and another output for\n  {step.command[:300]}\n"
