@@ -47,6 +47,7 @@ def build_deps(
     from app.idempotency.store import IdempotencyStore
     from app.policy.archive import PolicyArchive
     from app.policy.toolchain import opa_binary
+    from app.provenance.store import ProvenanceStore
     from app.receipts.keys import key_document
     from app.receipts.signer import receipt_signer
     from app.redis_client import build_redis
@@ -80,6 +81,7 @@ def build_deps(
         capability_engine=capability_engine
         or build_engine(settings.model_copy(update={"decision_path": settings.capability_path})),
         session_reads=session_reads,
+        provenance=ProvenanceStore(redis, settings),
         receipts=receipts,
         published_keys=key_document(
             receipts.public_keys if receipts else None, checkpoint_keys.public if checkpoint_keys else None

@@ -12,6 +12,7 @@
     toolgate receipt verify [FILE] --keys FILE|URL           (app.receipts.commands)
     toolgate mcp [--transport http|stdio] [--bind HOST:PORT] [--upstream NAME=COMMAND|NAME=URL]   (app.mcp.commands)
     toolgate contracts diff|check|lock ...                   (app.contracts.commands)
+    toolgate tenant-data check [DIR] [--tenant-data DIR]     (app.policy.tenant_data_commands)
 
 Exit codes: 0 success, 1 a check failed (policy tests, replay errors), 2 usage or settings error.
 """
@@ -216,12 +217,14 @@ def build_parser() -> argparse.ArgumentParser:
     from app.contracts.commands import add_contracts_commands
     from app.mcp.commands import add_mcp_command
     from app.policy.commands import add_policy_commands
+    from app.policy.tenant_data_commands import add_tenant_data_commands
     from app.proxy.commands import add_proxy_commands
     from app.receipts.commands import add_receipt_commands
 
     add_audit_commands(sub)
     add_receipt_commands(sub)
     add_policy_commands(sub)
+    add_tenant_data_commands(sub)
     add_proxy_commands(sub)
     add_mcp_command(sub)
     add_contracts_commands(sub)

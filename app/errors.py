@@ -7,6 +7,7 @@ anything else (library exception text, stack traces, tokens, raw input) goes to 
 
     ToolgateError
     ├── ValidationFailed        VALIDATION_ERROR        400 | 413 | 422, not retryable
+    │   └── ContractMismatch    VALIDATION_ERROR        422: paths inside the input or result
     ├── Unauthenticated         UNAUTHENTICATED         401 + WWW-Authenticate, not retryable
     ├── Forbidden               FORBIDDEN               403, not retryable
     ├── NotFound                NOT_FOUND               404, not retryable
@@ -82,6 +83,11 @@ class ValidationFailed(ToolgateError):
     code = "VALIDATION_ERROR"
     http_status = 400
     default_message = "request is not valid"
+
+
+class ContractMismatch(ValidationFailed):
+    """An input or a result that fails its tool's schema (422); the paths of its
+    ``details.problems`` are JSON Pointers inside that input or result, not the request body."""
 
 
 class Unauthenticated(ToolgateError):

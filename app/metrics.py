@@ -42,6 +42,9 @@ Metrics (all counters end in ``_total``):
   worker busy, evaluation_error, unavailable, invalid_result).
 - ``toolgate_shadow_reloads_total{outcome}``: candidate bundles activated (``activated``) or
   refused (signature, compile, unreadable, unavailable) by a worker's shadow engine.
+- ``toolgate_redis_command_seconds``: histogram of each Redis round trip (a command, a script
+  or a pipeline), timed-out ones included, from the pool checkout to the reply: what
+  ``TOOLGATE_REDIS_SOCKET_TIMEOUT_MS`` is sized against (docs/operators.md#redis).
 - ``toolgate_session_limits_total{outcome}`` (reserved, refused, given_back): limit shares;
   ``toolgate_rate_limited_total{scope}`` (tenant, subject): calls refused with 429.
 """
@@ -132,6 +135,11 @@ POLICY_REVISION = Gauge(
 )
 SESSION_LIMITS = Counter(
     "toolgate_session_limits_total", "Limit shares by outcome: reserved, refused (the call was denied), given_back.", ["outcome"]
+)
+REDIS_SECONDS = Histogram(
+    "toolgate_redis_command_seconds",
+    "Duration of each Redis round trip (command, script or pipeline) in seconds, timeouts included.",
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.15, 0.25, 0.5, 1.0, 2.5),
 )
 SESSION_READS_GAPS = Gauge(
     "toolgate_session_reads_gaps",

@@ -530,6 +530,10 @@ class ToolDescription(BaseModel):
     resource_fields: list[str] = []
     output_labels: list[str] = []
     output_counterparty_fields: list[str] = []
+    #: Provenance marks (docs/session.md "Provenance"): ``{pointer, labels, kind, extract}``.
+    output_fields: list[dict[str, Any]] = []
+    #: Provenance marks of the input: ``{pointer, kind, extract}``.
+    input_fields: list[dict[str, Any]] = []
     input_schema: dict[str, Any]
     output_schema: dict[str, Any] | None
 

@@ -9,6 +9,7 @@
   per request thread of a gunicorn worker; a caller that finds none free waits at most
   ``redis_socket_timeout_ms``. A pooled connection the server closed is replaced on checkout.
 - No client-side retries: a failed command fails the request with a retryable 503.
+- Each ``run`` or ``eval`` (one round trip) is timed into ``toolgate_redis_command_seconds``.
 - Lazy: nothing connects before the first command, so a gateway starts while Redis is down
   (tools that do not need Redis keep working) and a cluster is discovered on first use.
 - Errors: every redis-py failure (``redis.RedisError``: connection errors, timeouts,
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -36,6 +38,7 @@ from redis.connection import parse_url
 from redis.exceptions import NoScriptError, RedisClusterException
 from redis.retry import Retry
 
+from app import metrics
 from app.errors import DependencyUnavailable
 from app.settings import RedisSettings, Settings
 
@@ -90,12 +93,15 @@ class RedisConnection:
         """``fn(client)``; ``operation`` names the call in the log. Raises
         ``DependencyUnavailable`` (503) for any Redis failure, connecting included. (Typed
         ``Any``: redis-py's annotations join its sync and async replies.)"""
+        started = time.perf_counter()
         try:
             return fn(self._client or self._connect())
         except _UNAVAILABLE as exc:
             raise DependencyUnavailable(
                 log_detail=f"redis {operation}: {type(exc).__name__}: {exc}"
             ) from exc
+        finally:
+            metrics.REDIS_SECONDS.observe(time.perf_counter() - started)
 
     def eval(self, operation: str, script: LuaScript, keys: Sequence[str], args: Sequence[str | int]) -> Any:
         """Run ``script`` atomically with ``KEYS = keys`` and ``ARGV = args``; returns its reply.

@@ -83,7 +83,7 @@ def parse_approval_keys(text: str) -> list[tuple[str, bytes]]:
             problems.append(f"approval key {kid} is listed twice")
         keys.append((kid, secret.encode()))
     if not keys and not problems:
-        problems.append("approval_keys holds no kid:secret pair")
+        problems.append("no kid:secret pair")
     if problems:
         raise ValueError("; ".join(problems))
     return keys
@@ -188,7 +188,11 @@ class RedisSettings(_Section):
     redis_url: str = Field("redis://127.0.0.1:6379/0", description="A standalone Redis, or any node of a Redis Cluster.")
     redis_cluster: bool = Field(False, description="`true`: `TOOLGATE_REDIS_URL` names a node of a Redis Cluster.")
     redis_socket_timeout_ms: int = Field(
-        100, gt=0, le=60_000, description="Connect and read/write timeout of every Redis command, and the wait for a pooled connection."
+        500,
+        gt=0,
+        le=60_000,
+        description="Connect and read/write timeout of every Redis command, and the wait for a pooled connection "
+        "(sized from `python -m bench.redis_timeouts`: docs/operators.md#redis).",
     )
 
 
@@ -235,6 +239,19 @@ class SessionSettings(_Section):
     session_max_args_bytes: int = Field(
         1024, ge=0, le=65_536,
         description="A recent call's redacted arguments are kept up to this many bytes of compact JSON (larger: `args` null).",
+    )
+    provenance_secret: SecretStr | None = Field(
+        None,
+        description="Derives each tenant's key of the provenance digests (HMAC-SHA256; docs/session.md \"Provenance\"); "
+        "unset: a key derived from the audit key-hash secret.",
+    )
+    provenance_max_values: int = Field(
+        2000, ge=10, le=100_000,
+        description="Values of reported results remembered per conversation for `input.provenance`, the newest.",
+    )
+    provenance_retention_s: int = Field(
+        86_400, ge=60, le=7 * 86_400,
+        description="How long a value of a reported result is remembered for `input.provenance`, in seconds.",
     )
     rate_limit_per_subject: str | None = Field(
         None,
@@ -671,6 +688,12 @@ class InterfaceSettings(_Section):
         description="The `policy_decision_point` identifier published at `/.well-known/authzen-configuration` "
         "(no query or fragment); required in production; unset in development: the base URL of the metadata request.",
     )
+    authzen_allowed_hosts: CsvList = Field(
+        ["localhost", "127.0.0.1"],
+        description="Without `TOOLGATE_AUTHZEN_PDP_URL`: the `Host` header names (port ignored; `.example.com` matches "
+        "its subdomains) whose base URL the AuthZEN metadata may name; a metadata request with another `Host` is "
+        "refused (400), so that a forged `Host` cannot make the gateway advertise foreign endpoints.",
+    )
     authzen_pep_role: str | None = Field(
         None,
         pattern=r"^[A-Za-z0-9_.:-]{1,64}$",
@@ -723,7 +746,7 @@ class InterfaceSettings(_Section):
         "unset: the request's base URL and `TOOLGATE_MCP_PATH`.",
     )
 
-    @field_validator("mcp_tool_versions", "mcp_authorization_servers", "mcp_scopes", mode="before")
+    @field_validator("mcp_tool_versions", "mcp_authorization_servers", "mcp_scopes", "authzen_allowed_hosts", mode="before")
     @classmethod
     def _tool_versions_csv(cls, value: object) -> object:
         return _split_csv(value)
@@ -919,10 +942,10 @@ class Settings(
         problems: list[str] = []
         secret = self.jwt_hs256_secret.get_secret_value() if self.jwt_hs256_secret else None
         if secret is not None and len(secret.encode()) < 32:
-            problems.append("jwt_hs256_secret must be at least 32 bytes")
+            problems.append("TOOLGATE_JWT_HS256_SECRET must be at least 32 bytes")
         if self.env == "production":
             if secret == DEV_HS256_SECRET:
-                problems.append("the development HS256 secret is refused when TOOLGATE_ENV=production")
+                problems.append("TOOLGATE_JWT_HS256_SECRET is the development secret, refused when TOOLGATE_ENV=production")
             if self.jwt_issuer == DEV_ISSUER:
                 problems.append(f"TOOLGATE_JWT_ISSUER is the development issuer {DEV_ISSUER!r}; set your identity "
                                 "provider's issuer in production")
@@ -937,18 +960,19 @@ class Settings(
                 problems.append("set TOOLGATE_AUTHZEN_PDP_URL in production (the AuthZEN metadata's address, never taken "
                                 "from a request's Host header)")
         if self.metrics_token is not None and len(self.metrics_token.get_secret_value().encode()) < 16:
-            problems.append("metrics_token must be at least 16 bytes")
+            problems.append("TOOLGATE_METRICS_TOKEN must be at least 16 bytes")
         if self.jwt_jwks_url and self.jwt_public_key:
-            problems.append("set only one of jwt_jwks_url and jwt_public_key")
+            problems.append("set only one of TOOLGATE_JWT_JWKS_URL and TOOLGATE_JWT_PUBLIC_KEY")
         problems.extend(self._console_and_webhook_problems())
         if self.approval_keys is not None:
             try:
                 approval_keys = parse_approval_keys(self.approval_keys.get_secret_value())
             except ValueError as exc:
-                problems.append(str(exc))
+                problems.append(f"TOOLGATE_APPROVAL_KEYS: {exc}")
             else:
                 if self.env == "production" and DEV_APPROVAL_KEY[1] in (s for _, s in approval_keys):
-                    problems.append("the development approval key is refused when TOOLGATE_ENV=production")
+                    problems.append("TOOLGATE_APPROVAL_KEYS holds the development approval key, refused when "
+                                    "TOOLGATE_ENV=production")
         if problems:
             raise ValueError("; ".join(problems))
         return self
@@ -962,7 +986,7 @@ class Settings(
             try:
                 parse_approval_keys(self.webhook_keys.get_secret_value())
             except ValueError as exc:
-                problems.append(str(exc).replace("approval key", "webhook key"))
+                problems.append("TOOLGATE_WEBHOOK_KEYS: " + str(exc).replace("approval key", "webhook key"))
         oidc = (self.console_oidc_issuer, self.console_oidc_client_id, self.console_public_url)
         if any(oidc) and not all(oidc):
             problems.append("the console's OpenID Connect sign-in needs TOOLGATE_CONSOLE_OIDC_ISSUER, _CLIENT_ID and "

@@ -4,7 +4,7 @@ Judges one change by the per-phase CPU of ``bench.phases``: the driver runs alte
 against two versions of the gateway, ``--rounds`` times each, on one private Redis, in the
 order before, after; after, before; ... so that the machine's drift hits both alike. The *before* side is the checkout at git revision
 ``--before`` (its files from ``git archive`` in a temporary directory, with this checkout's ``bench`` copied in so that
-both sides are measured by the same driver) or, without ``--before``, this checkout again;
+both sides are measured by the same driver, and its pinned toolchain ``.tools`` linked) or, without ``--before``, this checkout again;
 ``--before-env`` / ``--after-env`` add environment variables to a side (``GOMAXPROCS=1``,
 ``TOOLGATE_...``). The *after* side is this checkout.
 
@@ -39,13 +39,24 @@ def _env_pairs(pairs: list[str]) -> dict[str, str]:
 
 
 def checkout(rev: str, directory: Path) -> Path:
-    """The files of ``rev`` (``git archive``) at ``directory``, with this checkout's ``bench``;
-    raises ``subprocess.CalledProcessError`` for an unknown revision."""
+    """The files of ``rev`` (``git archive``) at ``directory``, with this checkout's ``bench``
+    and toolchain; raises ``subprocess.CalledProcessError`` for an unknown revision."""
     directory.mkdir(parents=True)
     archive = subprocess.run(["git", "-C", str(PROJECT_ROOT), "archive", rev], check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(directory)], input=archive, check=True)
+    return _with_this_bench(directory)
+
+
+def _with_this_bench(directory: Path) -> Path:
+    """``directory`` with this checkout's ``bench`` and a link to its pinned toolchain
+    (``.tools``, not in git): without ``opa`` the gateway cannot verify its policy's
+    ``session_reads`` and builds the whole session on every call, which would weigh on the
+    side that lacks it."""
     shutil.rmtree(directory / "bench", ignore_errors=True)
     shutil.copytree(PROJECT_ROOT / "bench", directory / "bench", ignore=shutil.ignore_patterns("__pycache__"))
+    tools = PROJECT_ROOT / ".tools"
+    if tools.is_dir() and not (directory / ".tools").exists():
+        (directory / ".tools").symlink_to(tools)
     return directory
 
 
@@ -110,9 +121,8 @@ def main(argv: list[str] | None = None) -> int:
             before_root = checkout(args.before, workdir / "before-tree")
         elif args.before_dir:
             before_root = workdir / "before-tree"
-            shutil.copytree(args.before_dir, before_root, ignore=shutil.ignore_patterns("__pycache__", ".venv", ".git"))
-            shutil.rmtree(before_root / "bench", ignore_errors=True)
-            shutil.copytree(PROJECT_ROOT / "bench", before_root / "bench", ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(args.before_dir, before_root, ignore=shutil.ignore_patterns("__pycache__", ".venv", ".git", ".tools"))
+            _with_this_bench(before_root)
         result = compare(before_root=before_root, before_env=_env_pairs(args.before_env),
                          after_env=_env_pairs(args.after_env), rounds=args.rounds, calls=args.calls, workdir=workdir)
     finally:

@@ -1,6 +1,6 @@
 """The two interfaces of the decision log, as in Cerbos' audit log: ``DecisionLog`` writes
 (``append``, and ``purge`` behind a signed checkpoint); ``DecisionLogReader`` reads (``get``,
-``query``, ``iter_records``, ``subject_history``, the chain walk used by ``verify`` and the
+``query``, ``iter_records``, the chain walk used by ``verify`` and the
 log's id that signed checkpoints name).
 
 Every method raises ``app.errors.DependencyUnavailable`` (503, retryable) when the store cannot
@@ -14,7 +14,7 @@ import datetime as dt
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 
-from app.audit.queries import DecisionPage, DecisionQuery, SubjectHistory
+from app.audit.queries import DecisionPage, DecisionQuery
 from app.audit.records import AuditEvent, AuditRecord, ChainEntry, ChainHead, Checkpoint
 from app.audit.revisions import RevisionArchive
 
@@ -62,20 +62,6 @@ class DecisionLogReader(ABC):
     @abstractmethod
     def iter_records(self, query: DecisionQuery, *, batch_size: int = 500) -> Iterator[AuditRecord]:
         """Every matching record, oldest first, read in batches (constant memory)."""
-
-    @abstractmethod
-    def subject_history(
-        self,
-        tenant: str,
-        subject_id: str,
-        *,
-        conversation_id: str | None = None,
-        window_s: int = 86_400,
-        max_rows: int = 1000,
-    ) -> SubjectHistory:
-        """Allowed, non-replayed decide calls of ``subject_id`` in the last ``window_s``
-        seconds (only in ``conversation_id`` when given), counted per tool. Looks at no
-        more than ``max_rows`` newest records (one indexed range scan)."""
 
     @abstractmethod
     def tenants(self) -> list[str]:

@@ -1,12 +1,10 @@
-"""Queries of the decision log: filters, pages and their cursors, and the trusted history a
-policy reads (``input.history``, DESIGN §3)."""
+"""Queries of the decision log: filters, pages and their cursors."""
 
 from __future__ import annotations
 
 import datetime as dt
 import re
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from app.audit.records import AuditRecord
 from app.errors import ValidationFailed
@@ -49,26 +47,6 @@ class DecisionPage:
 
     records: list[AuditRecord]
     next_cursor: str | None
-
-
-@dataclass(frozen=True)
-class SubjectHistory:
-    """Trusted history of one subject for the policy's ``input.history`` (DESIGN §3).
-
-    ``allowed_calls``: allowed, non-replayed decide records in the window (at most
-    ``max_rows`` are looked at; ``truncated`` is True when the bound was hit); ``tools``:
-    the same counted per tool name.
-    """
-
-    window_s: int
-    conversation_id: str | None
-    allowed_calls: int
-    tools: dict[str, int]
-    truncated: bool
-
-    def as_input(self) -> dict[str, Any]:
-        """The JSON form handed to the policy."""
-        return asdict(self)
 
 
 #: Every valid cursor matches this (published in the OpenAPI document).

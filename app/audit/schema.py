@@ -10,13 +10,32 @@ random id, ``log_id``, which its signed checkpoints name; written once by the mi
 Version 3 adds the ``shadow_outcome`` column (agrees, disagrees, error, or NULL: no shadow)
 with its index, and ``policy_revisions``: the revision archive, one row per policy revision a
 gateway activated (the bundle tarball, base64), outside the hash chains (``app.audit.revisions``).
+Version 4 keeps the indexes the readers use (``tests/unit/test_audit_indexes.py`` checks every
+query's plan): the two over (subject, conversation, time) of the policy history the session
+replaced are dropped, and the indexes of columns that most records leave NULL (error code,
+approval id, idempotency key, shadow outcome) hold only the records that have a value, so a
+commit writes fewer index pages (an equality filter on such a column implies it is not NULL,
+which lets SQLite and PostgreSQL use the partial index); the lookups by request id, approval
+id and key also order a tenant's matches.
 """
 
 from __future__ import annotations
 
 from app.audit.records import INDEXED_FIELDS
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+
+#: (name, columns, the column most records leave NULL, or None) of the indexes version 4 builds
+#: again: those of a column most records leave NULL hold only the records with a value there;
+#: those of the lookups by request, approval and key also serve a tenant's page of them in
+#: order (before, SQLite walked the tenant's whole index for one request id).
+_REBUILT_INDEXES = (
+    ("decision_records_error", "tenant, error_code, decision_id", "error_code"),
+    ("decision_records_approval", "approval_id, tenant, decision_id", "approval_id"),
+    ("decision_records_key", "idempotency_key_hash, tenant, decision_id", "idempotency_key_hash"),
+    ("decision_records_shadow", "tenant, shadow_outcome, decision_id", "shadow_outcome"),
+    ("decision_records_request", "request_id, tenant, decision_id", None),
+)
 
 #: (version, statements) applied in order to reach ``SCHEMA_VERSION``. Types valid in both.
 MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
@@ -85,6 +104,22 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
                 source TEXT NOT NULL,
                 bundle TEXT NOT NULL
             )""",
+        ),
+    ),
+    (
+        4,
+        (
+            "DROP INDEX IF EXISTS decision_records_subject_time",
+            "DROP INDEX IF EXISTS decision_records_conversation",
+            *(
+                statement
+                for name, columns, column in _REBUILT_INDEXES
+                for statement in (
+                    f"DROP INDEX IF EXISTS {name}",
+                    f"CREATE INDEX IF NOT EXISTS {name} ON decision_records ({columns})"
+                    + (f" WHERE {column} IS NOT NULL" if column else ""),
+                )
+            ),
         ),
     ),
 )

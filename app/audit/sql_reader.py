@@ -1,6 +1,5 @@
 """The decision log's reader over SQL (``DecisionLogReader``): records by id, filtered pages
-(keyset pagination on ``decision_id``), exports in batches, the subject history of a policy
-input, and the chain walk of ``verify``."""
+(keyset pagination on ``decision_id``), exports in batches, and the chain walk of ``verify``."""
 
 from __future__ import annotations
 
@@ -8,11 +7,11 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from app.audit.chain import parse_content
-from app.audit.queries import MAX_PAGE, DecisionPage, DecisionQuery, SubjectHistory, decode_cursor, encode_cursor
+from app.audit.queries import MAX_PAGE, DecisionPage, DecisionQuery, decode_cursor, encode_cursor
 from app.audit.records import INDEXED_FIELDS, AuditRecord, ChainEntry, ChainHead, Checkpoint
 from app.audit.schema import COLUMNS, SELECT_HEAD, SELECT_RECORD
 from app.audit.sql_base import SqlBase
-from app.timefmt import epoch_us, from_epoch_us, utc_now
+from app.timefmt import epoch_us, from_epoch_us
 
 
 def _record(row: Sequence[Any]) -> AuditRecord:
@@ -96,35 +95,6 @@ class SqlReader(SqlBase):
             if len(batch) < batch_size:
                 return
             after = batch[-1].decision_id
-
-    def subject_history(
-        self,
-        tenant: str,
-        subject_id: str,
-        *,
-        conversation_id: str | None = None,
-        window_s: int = 86_400,
-        max_rows: int = 1000,
-    ) -> SubjectHistory:
-        """One range scan over the subject's (and conversation's) newest ``max_rows`` records
-        in the window; allowed, non-replayed decide records counted per tool."""
-        self.ensure_schema()
-        since_us = epoch_us(utc_now()) - window_s * 1_000_000
-        sql = "SELECT tool, event, decision, error_code, replayed FROM decision_records WHERE tenant = ? AND subject_id = ?"
-        params: list[Any] = [tenant, subject_id]
-        if conversation_id is not None:
-            sql += " AND conversation_id = ?"
-            params.append(conversation_id)
-        sql += " AND time_us >= ? ORDER BY time_us DESC LIMIT ?"
-        params += [since_us, max_rows]
-        with self._read() as cur:
-            cur.execute(self._sql(sql), params)
-            rows = cur.fetchall()
-        tools: dict[str, int] = {}
-        for tool, event, decision, error_code, replayed in rows:
-            if event == "decide" and decision == "allow" and error_code is None and not replayed and tool:
-                tools[tool] = tools.get(tool, 0) + 1
-        return SubjectHistory(window_s, conversation_id, sum(tools.values()), dict(sorted(tools.items())), len(rows) >= max_rows)
 
     def chain_head(self, tenant: str) -> ChainHead | None:
         """The tenant's chain head, or None."""

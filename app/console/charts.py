@@ -45,7 +45,7 @@ def build(records: Iterable[AuditRecord], *, since: dt.datetime, until: dt.datet
     """Bucket the decide records of ``[since, until)`` into ``buckets`` bars by outcome and count
     the denied tools and deny rules (top 8 each)."""
     span = (until - since) / buckets
-    bars = [Bar(label=(since + span * i).strftime("%m-%d %H:%M")) for i in range(buckets)]
+    bars = [Bar(label=(since + span * i).strftime("%m-%d %H:%M UTC")) for i in range(buckets)]
     tools: Counter[str] = Counter()
     rules: Counter[str] = Counter()
     read = 0

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlencode
 
 from flask import Blueprint, Response, abort, current_app, g, redirect, render_template, request, stream_with_context, url_for
+from markupsafe import Markup
 from pydantic import ValidationError
 from werkzeug.wrappers import Response as BaseResponse
 
@@ -27,6 +28,7 @@ from app.audit.export import write_csv, write_jsonl
 from app.audit.queries import DecisionQuery
 from app.audit.stores import checkpoint_key
 from app.console import charts
+from app.console.in_force import in_force
 from app.console.oidc import LoginState, OidcClient, SignInFailed
 from app.console.sessions import COOKIE, LOGIN_COOKIE, ConsoleSession, SessionStore, csrf_ok
 from app.contracts.redaction import REDACTED
@@ -34,9 +36,10 @@ from app.decide import answers
 from app.decide.deps import Deps
 from app.errors import Forbidden, NotFound, ToolgateError, ValidationFailed
 from app.models import ApprovalAnswerBody, GrantScopeBody, Subject
-from app.timefmt import rfc3339_ms, utc_now
+from app.timefmt import parse_rfc3339, rfc3339_ms, utc_now
+from app.vocabulary import SHADOW_OUTCOMES
 from app.web.context import current_deps, request_facts
-from app.web.decisions import DecisionsParams
+from app.web.decisions import DecisionsParams, decision_query
 from app.web.requests import log_fields
 
 bp = Blueprint("console", __name__, url_prefix="/console", template_folder="templates", static_folder="static")
@@ -45,7 +48,8 @@ R = TypeVar("R")
 
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; "
        "frame-ancestors 'none'; base-uri 'none'")
-_FILTERS = ("tenant", "subject", "tool", "decision", "event", "error_code", "request_id", "approval_id", "since", "until")
+_FILTERS = ("tenant", "subject", "tool", "decision", "event", "error_code", "request_id", "approval_id", "idempotency_key", "shadow",
+            "since", "until")
 
 
 # --- plumbing ------------------------------------------------------------------------------
@@ -228,6 +232,12 @@ def _fields(approval: Approval) -> list[dict[str, Any]]:
 @signed_in
 def inbox(session: ConsoleSession) -> str:
     """Pending approvals of the approver's tenant, oldest first, in pages."""
+    return _inbox_page(session)
+
+
+def _inbox_page(session: ConsoleSession, refused: dict[str, Any] | None = None) -> str:
+    """The inbox; ``refused`` (``_refusal``) is an answer just refused: its card shows why and
+    keeps what the approver typed (shown above the list when the approval is no longer pending)."""
     approvals = current_deps().approvals
     now = approvals.now_ms()
     try:
@@ -235,10 +245,31 @@ def inbox(session: ConsoleSession) -> str:
     except Forbidden:
         pending, next_cursor = [], None
         g.not_approver = True
-    items = [{"approval": a, "view": a.view(now), "fields": _fields(a), "countdown": _countdown(a.request.expires_at_ms, now),
-              "self": a.request.requester == session.subject.id} for a in pending]
+    items: list[dict[str, Any]] = []
+    for approval in pending:
+        fields = _fields(approval)
+        mine = refused if refused is not None and refused["approval_id"] == approval.request.approval_id else None
+        if mine is not None:
+            for field in fields:
+                field["value"] = mine["typed"].get(field["name"], field["value"])
+        items.append({"approval": approval, "view": approval.view(now), "fields": fields, "refused": mine,
+                      "countdown": _countdown(approval.request.expires_at_ms, now),
+                      "self": approval.request.requester == session.subject.id})
+    shown = any(item["refused"] for item in items)
     return render_template("console/inbox.html", session=session, items=items, next_cursor=next_cursor,
-                           not_approver=g.get("not_approver", False), message=request.args.get("done"))
+                           not_approver=g.get("not_approver", False), message=request.args.get("done"),
+                           refused=None if shown else refused)
+
+
+def _refusal(approval_id: str, error: ToolgateError) -> dict[str, Any]:
+    """What the inbox shows of a refused answer: the error and what the approver typed (input
+    fields, pins, reason, scope), so that nothing typed is lost."""
+    typed = {key.removeprefix("input."): value for key, value in request.form.items() if key.startswith("input.")}
+    problems = error.details.get("problems", []) if isinstance(error.details, dict) else []
+    pins = {key.removeprefix("pin.") for key in request.form if key.startswith("pin.")}
+    return {"approval_id": approval_id, "error": error, "problems": problems, "typed": typed, "pins": pins,
+            "reason": request.form.get("reason", ""), "scope": request.form.get("scope", "once"),
+            "scope_minutes": request.form.get("scope_minutes", "15")}
 
 
 def _edited_input(approval: Approval) -> dict[str, Any] | None:
@@ -274,22 +305,39 @@ def _scope(approval: Approval) -> GrantScopeBody | None:
         raise ValidationFailed("the grant scope is not valid", http_status=422) from None
 
 
-@bp.post("/approvals/<approval_id>")
-@signed_in
-def answer(session: ConsoleSession, approval_id: str) -> BaseResponse:
-    """Approve (possibly narrowing the input, choosing a scope) or deny, with a reason."""
-    deps = current_deps()
-    approval = deps.approvals.find(session.subject, approval_id)
-    approved = request.form.get("decision") == "approve"
+def _answer_body(approval: Approval, approved: bool, reason: str) -> ApprovalAnswerBody:
+    """The answer of the form. Raises ``ValidationFailed`` (422) for an input or scope that is
+    not valid."""
     try:
-        body = ApprovalAnswerBody(
-            approved=approved, reason=request.form.get("reason", "")[:500],
-            input=_edited_input(approval) if approved else None, scope=_scope(approval) if approved else None,
-        )
+        return ApprovalAnswerBody(approved=approved, reason=reason, input=_edited_input(approval) if approved else None,
+                                  scope=_scope(approval) if approved else None)
     except ValidationError:
         raise ValidationFailed("the answer is not valid", http_status=422) from None
-    credential = Credential("console", secret_digest(request.cookies.get(COOKIE, "")))
-    answered, _ = answers.answer(deps, request_facts(), session.subject, credential, approval_id, body)
+
+
+@bp.post("/approvals/<approval_id>")
+@signed_in
+def answer(session: ConsoleSession, approval_id: str) -> BaseResponse | tuple[str, int]:
+    """Approve (possibly narrowing the input, choosing a scope) or deny, with a reason. A refused
+    answer (an edit the contract refuses, an approval already answered or expired) renders the
+    inbox again with the reason and the approver's edit, with the refusal's status."""
+    deps = current_deps()
+    approved = request.form.get("decision") == "approve"
+    try:
+        approval = deps.approvals.find(session.subject, approval_id)
+        reason = request.form.get("reason", "")[:500]
+        try:
+            body = _answer_body(approval, approved, reason)
+        except ValidationFailed as invalid:
+            answers.refuse(deps, request_facts(), session.subject, approval_id, ApprovalAnswerBody(approved=approved, reason=reason),
+                           approval, invalid)
+        credential = Credential("console", secret_digest(request.cookies.get(COOKIE, "")))
+        answered, _ = answers.answer(deps, request_facts(), session.subject, credential, approval_id, body)
+    except ToolgateError as error:
+        if error.http_status >= 500 or error.code == NotFound.code:
+            raise
+        log_fields(error_code=error.code)
+        return _inbox_page(session, _refusal(approval_id, error)), error.http_status
     state = answered.state_at(deps.approvals.now_ms())
     return redirect(url_for("console.inbox", done=f"{approval_id}: {state}"))
 
@@ -320,12 +368,7 @@ def _query(deps: Deps, scope: AuditorScope) -> tuple[DecisionsParams, DecisionQu
     except ValidationError as exc:
         problems = [{"path": ".".join(str(p) for p in e["loc"]), "message": e["msg"]} for e in exc.errors(include_input=False)]
         raise ValidationFailed("the search filters are not valid", details={"problems": problems[:20]}) from None
-    query = DecisionQuery(
-        tenant=scope.tenant_for(params.tenant), subject_id=params.subject, tool=params.tool, decision=params.decision,
-        event=params.event, error_code=params.error_code, request_id=params.request_id, approval_id=params.approval_id,
-        since=params.since, until=params.until,
-    )
-    return params, query
+    return params, decision_query(params, scope, deps)
 
 
 def _filter_args() -> dict[str, str]:
@@ -353,7 +396,7 @@ def audit(session: ConsoleSession) -> str:
         chains=chains, checked_against=checked_against, verified_in_ms=round((time.monotonic() - started) * 1000),
         charts=drawn,
         chart_w=charts.CHART_W, chart_h=charts.CHART_H, outcomes=charts.OUTCOMES, since=rfc3339(since), until=rfc3339(until),
-        query_string=urlencode(filters), platform=scope.platform,
+        query_string=urlencode(filters), platform=scope.platform, shadow_outcomes=SHADOW_OUTCOMES,
     )
 
 
@@ -390,11 +433,38 @@ def rfc3339(value: dt.datetime) -> str:
     return rfc3339_ms(int(value.timestamp() * 1000))
 
 
+@bp.app_template_filter("utc_time")
+def utc_time(value: dt.datetime | str | None) -> Markup:
+    """``<span class="when"><time class="utc" datetime="2026-12-02T00:11:51.123Z">2026-12-02
+    00:11:51 UTC</time></span>`` for an aware datetime or an RFC 3339 string ('-' for None or an
+    unreadable string); console.js adds the viewer's local time in the span."""
+    if value is None:
+        return Markup("-")
+    try:
+        when = (parse_rfc3339(value) if isinstance(value, str) else value).astimezone(dt.UTC)
+    except ValueError:
+        return Markup("-")
+    return Markup('<span class="when"><time class="utc" datetime="{}">{} UTC</time></span>').format(
+        rfc3339(when), when.strftime("%Y-%m-%d %H:%M:%S"))
+
+
+def _input_rows(value: Any, pointer: str = "") -> list[tuple[str, str, bool]]:
+    """A (redacted) input as table rows ``(JSON Pointer, value, redacted)``: nested objects
+    flattened, strings as they are, anything else (numbers, lists, null) as JSON."""
+    if isinstance(value, dict) and value:
+        return [row for key, member in value.items()
+                for row in _input_rows(member, f"{pointer}/{str(key).replace('~', '~0').replace('/', '~1')}")]
+    shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return [(pointer or "/", shown, value == REDACTED)]
+
+
 @bp.get("/audit/records/<decision_id>")
 @signed_in
 def record(session: ConsoleSession, decision_id: str) -> str:
-    """One record: every field, its chain position (seq, previous and own hash, neighbours) and
-    the records of the approval it belongs to."""
+    """One record laid out: the decision and its reasons, the matched rules, the redacted input
+    as a table, the shadow decision, the approval and its grant, what a receipt binds, the chain
+    position (seq, previous and own hash) and the records of its approval; the raw JSON behind
+    a toggle."""
     deps = current_deps()
     scope = auditor_scope(session.subject, deps.settings)
     found = deps.decision_reader.get(decision_id, tenant=scope.tenant_for(None)) if len(decision_id) == 26 else None
@@ -403,8 +473,17 @@ def record(session: ConsoleSession, decision_id: str) -> str:
     related = []
     if found.approval_id:
         related = deps.decision_reader.query(DecisionQuery(tenant=found.tenant, approval_id=found.approval_id), limit=50).records
-    return render_template("console/record.html", session=session, record=found, fields=found.to_dict(), related=related,
+    return render_template("console/record.html", session=session, record=found, related=related,
+                           input_rows=_input_rows(found.input) if found.input is not None else [],
                            pretty=json.dumps(found.to_dict(), indent=2, ensure_ascii=False))
+
+
+@bp.get("/tools")
+@signed_in
+def tools(session: ConsoleSession) -> str:
+    """The tools in force (contract, versions, risk, mutating, governing family, approver
+    roles), the roles and what each grants, and the policy revision in force (read-only)."""
+    return render_template("console/tools.html", session=session, in_force=in_force(current_deps()))
 
 
 @bp.get("/audit/export.<fmt>")

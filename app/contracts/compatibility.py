@@ -15,6 +15,10 @@ and version, as ``GET /v1/tools`` publishes it (``ToolContract.describe()``):
 - **metadata**: a changed ``mutating`` or ``idempotency_key_field`` is breaking (callers must
   send, or stop sending, an idempotency key); other metadata (risk, retry_safe, lease_s,
   sensitive_paths, description, members added later) is compatible and reported.
+- **provenance marks** (``output_fields``, ``input_fields``): compatible and reported like
+  ``output_labels``, each change said to be *stricter* (a label or an extracted kind added,
+  a field marked: policies see more provenance) or *looser* (one removed) or *changed*
+  (a field's kind); a member missing from an older lock is no marks.
 - a removed version is breaking; a new version or a new tool is compatible.
 
 Schemas are compared keyword by keyword as far as JSON Schema allows it without solving
@@ -55,6 +59,7 @@ _KNOWN = frozenset({
 })
 _BREAKING_META = ("mutating", "idempotency_key_field")
 _IDENTITY = ("namespace", "name", "version")
+_MARKS = ("output_fields", "input_fields")
 
 
 @dataclass(frozen=True)
@@ -342,12 +347,39 @@ def schema_changes(old: Any, new: Any, *, direction: Literal["input", "output"])
     return out
 
 
+def mark_changes(member: str, old: list[dict[str, Any]], new: list[dict[str, Any]]) -> Iterator[tuple[str, str]]:
+    """``(pointer, what)`` for every change of the provenance marks ``member`` (see the module
+    docstring): labels and extracted kinds added are stricter, removed looser."""
+    before = {m["pointer"]: m for m in old}
+    after = {m["pointer"]: m for m in new}
+    for at in sorted(set(before) | set(after)):
+        was, now = before.get(at), after.get(at)
+        if was is None:
+            yield at, f"{member}: {at or '(the whole result)'} marked (stricter)"
+            continue
+        if now is None:
+            yield at, f"{member}: mark of {at or '(the whole result)'} removed (looser)"
+            continue
+        for what in ("labels", "extract"):
+            added = sorted(set(now.get(what) or ()) - set(was.get(what) or ()))
+            removed = sorted(set(was.get(what) or ()) - set(now.get(what) or ()))
+            if added:
+                yield at, f"{member}: {what} {', '.join(added)} added (stricter)"
+            if removed:
+                yield at, f"{member}: {what} {', '.join(removed)} removed (looser)"
+        if was.get("kind") != now.get("kind"):
+            yield at, f"{member}: kind changed from {was.get('kind')!r} to {now.get('kind')!r}"
+
+
 def contract_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Change]:
     """Every change between two published forms of one contract (same key)."""
     namespace, name, version = key_of(old)
     tool = qualified_tool(namespace, name)
     changes = []
-    for member in sorted((set(old) | set(new)) - {"input_schema", "output_schema", *_IDENTITY}):
+    for member in _MARKS:
+        changes += [Change(tool, version, "contract", path, what, False)
+                    for path, what in mark_changes(member, old.get(member) or [], new.get(member) or [])]
+    for member in sorted((set(old) | set(new)) - {"input_schema", "output_schema", *_IDENTITY, *_MARKS}):
         if _canonical(old.get(member)) != _canonical(new.get(member)):
             what = f"{member} changed from {old.get(member)!r} to {new.get(member)!r}"
             changes.append(Change(tool, version, "contract", "", what, member in _BREAKING_META))

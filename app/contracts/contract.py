@@ -12,15 +12,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from app.errors import ValidationFailed
+from app.errors import ContractMismatch
 from app.vocabulary import LABEL_PATTERN, NAMESPACE_PATTERN, TOOL_NAME_PATTERN, VERSION_PATTERN, qualified_tool
 
 Risk = Literal["low", "medium", "high"]
 Pointer = Annotated[str, StringConstraints(pattern=r"^(/[^/]*)+$", max_length=512)]
+#: A result mark's pointer may be ``""``: the whole result (e.g. a tool that returns text).
+ResultPointer = Annotated[str, StringConstraints(pattern=r"^(/[^/]*)*$", max_length=512)]
 Label = Annotated[str, StringConstraints(pattern=LABEL_PATTERN)]
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+#: The kinds of values provenance tracks (docs/session.md "Provenance"), each with its own
+#: normalization (``app.provenance.normalize``).
+ValueKind = Literal["url", "domain", "email", "iban", "phone", "path", "amount"]
 Problem = dict[str, str]
 Validate = Callable[[Any], Any]
 #: At most this many problems are listed in one error.
@@ -29,6 +34,51 @@ MAX_PROBLEMS = 50
 
 class ContractLoadError(ValueError):
     """A contract file or model is invalid. The message names the file and the problem."""
+
+
+class InputMark(BaseModel):
+    """What one input field holds, for ``input.provenance``: a value of ``kind`` (compared by
+    that kind's normalization), or free text from which the values of the kinds in
+    ``extract`` are taken one by one. ``pointer`` may use ``*`` segments."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    pointer: Pointer
+    kind: ValueKind | None = None
+    extract: tuple[ValueKind, ...] = ()
+
+    @model_validator(mode="after")
+    def _one_meaning(self) -> InputMark:
+        if (self.kind is None) == (not self.extract):
+            raise ValueError(f"mark {self.pointer}: name either kind (one value) or extract (free text)")
+        return self
+
+
+class OutputMark(BaseModel):
+    """What one result field carries, for provenance: its ``labels`` (none: the contract's
+    ``output_labels``), and either the ``kind`` of the one value it holds or the kinds to
+    ``extract`` from it as free text (neither: its scalar values are remembered as they are)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    pointer: ResultPointer
+    labels: tuple[Label, ...] = ()
+    kind: ValueKind | None = None
+    extract: tuple[ValueKind, ...] = ()
+
+    @model_validator(mode="after")
+    def _one_meaning(self) -> OutputMark:
+        if self.kind is not None and self.extract:
+            raise ValueError(f"mark {self.pointer}: name kind (one value) or extract (free text), not both")
+        return self
+
+
+def _unique_pointers(marks: tuple[InputMark, ...] | tuple[OutputMark, ...], side: str) -> None:
+    seen: set[str] = set()
+    for mark in marks:
+        if mark.pointer in seen:
+            raise ValueError(f"{side}: pointer {mark.pointer} is marked twice")
+        seen.add(mark.pointer)
 
 
 class ContractMetadata(BaseModel):
@@ -63,6 +113,27 @@ class ContractMetadata(BaseModel):
     #: Result fields naming counterparties; from a result without ``untrusted_content`` they
     #: become ``input.session.*.trusted_counterparties``.
     output_counterparty_fields: tuple[Pointer, ...] = ()
+    # The marks provenance reads (docs/session.md "Provenance"): which values of a reported
+    # result are remembered, under which labels, and what the input fields hold.
+    #: Result fields with their labels and value kinds. With marks, a reported result is
+    #: traced: the values no mark covers are remembered under ``output_labels``; without, only
+    #: the labels are known (``untraced_labels``).
+    output_fields: tuple[OutputMark, ...] = ()
+    #: Input fields with the kind of value they hold or the kinds to extract from free text.
+    input_fields: tuple[InputMark, ...] = ()
+
+    @model_validator(mode="after")
+    def _marks(self) -> ContractMetadata:
+        _unique_pointers(self.output_fields, "output_fields")
+        _unique_pointers(self.input_fields, "input_fields")
+        unlabelled = [m.pointer for m in self.output_fields if not m.labels and not self.output_labels]
+        if unlabelled:
+            raise ValueError(f"output_fields: {unlabelled[0]} has no labels and the contract no output_labels")
+        return self
+
+    def field_labels(self) -> frozenset[str]:
+        """Every label a result of this tool may bring: ``output_labels`` and those of its marks."""
+        return frozenset(self.output_labels).union(*(m.labels for m in self.output_fields))
 
 
 @dataclass(frozen=True)
@@ -139,9 +210,9 @@ def is_sensitive(path: str, sensitive: tuple[str, ...]) -> bool:
     return any(path == s or path.startswith(s + "/") for s in sensitive)
 
 
-def mismatch(problems: list[Problem], what: str) -> ValidationFailed:
+def mismatch(problems: list[Problem], what: str) -> ContractMismatch:
     """The 422 for ``what`` (``input`` or ``result``) failing its schema."""
-    return ValidationFailed(
+    return ContractMismatch(
         f"{what} does not match the tool contract",
         http_status=422,
         details={"problems": problems[:MAX_PROBLEMS]},

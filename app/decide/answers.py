@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 from decimal import Decimal
-from typing import Any
+from typing import Any, NoReturn
 
 from app.approvals.records import Approval, ApprovedEdit, Credential, StoredScopedGrant
 from app.audit.records import new_decision_id
@@ -14,7 +14,7 @@ from app.contracts.redaction import REDACTED, redact
 from app.contracts.registry import ContractRegistry
 from app.decide.deps import Deps
 from app.decide.events import RequestFacts, answer_event, revoke_event
-from app.errors import ValidationFailed
+from app.errors import ToolgateError, ValidationFailed
 from app.fingerprint import canonical_json, fingerprint
 from app.models import ApprovalAnswerBody, InputChange, Subject
 
@@ -28,14 +28,17 @@ def answer(
 
     Raises what ``ApprovalService.answer`` raises (404, 403, 409, 422, 503) and
     ``ValidationFailed`` (422) for an edit the contract refuses; every answer, refused ones
-    included, leaves an ``approval_answer`` record (503 when it cannot be written).
+    included, leaves an ``approval_answer`` record (503 when it cannot be written), which names
+    the tool whenever the approval was found in the approver's tenant.
     """
     decision_id = new_decision_id()
+    found: list[Approval] = []
 
     def act() -> tuple[Approval, str | None]:
+        found.append(deps.approvals.find(approver, approval_id))
         edit = None
         if body.approved and body.input is not None:  # a denial ignores an edit
-            edit = approved_edit(deps.contracts, deps.approvals.find(approver, approval_id), body.input)
+            edit = approved_edit(deps.contracts, found[0], body.input)
         return deps.approvals.answer(
             approver, credential, approval_id, approved=body.approved, reason=body.reason, decision_id=decision_id,
             edit=edit, scope=body.scope,
@@ -43,8 +46,26 @@ def answer(
 
     return deps.recorder.run(
         act,
-        lambda result, error: answer_event(request, approver, approval_id, decision_id, body, result[0] if result else None, error),
+        lambda result, error: answer_event(
+            request, approver, approval_id, decision_id, body, result[0] if result else None, error,
+            asked=found[0] if found else None,
+        ),
     )
+
+
+def refuse(
+    deps: Deps, request: RequestFacts, approver: Subject, approval_id: str, body: ApprovalAnswerBody, asked: Approval,
+    error: ToolgateError,
+) -> NoReturn:
+    """Record an answer refused before it reached the approval service (a form value that is not
+    JSON, a scope out of bounds) as ``answer`` records a refused one, then raise ``error``."""
+
+    def act() -> None:
+        raise error
+
+    deps.recorder.run(act, lambda _, raised: answer_event(request, approver, approval_id, new_decision_id(), body, None, raised,
+                                                           asked=asked))
+    raise error  # not reached: run re-raises
 
 
 def revoke(deps: Deps, request: RequestFacts, subject: Subject, grant_id: str) -> StoredScopedGrant:

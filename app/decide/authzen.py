@@ -45,7 +45,15 @@ from app.decide.deps import Deps
 from app.decide.phases import Phases
 from app.decide.pipeline import decide
 from app.decide.stages import DecideCall, Decided, Progress
-from app.errors import DependencyUnavailable, Forbidden, RateLimited, ToolgateError, Unauthenticated, ValidationFailed
+from app.errors import (
+    ContractMismatch,
+    DependencyUnavailable,
+    Forbidden,
+    RateLimited,
+    ToolgateError,
+    Unauthenticated,
+    ValidationFailed,
+)
 from app.models import DecideResponse, Subject
 
 TOOL_ACTIONS = ("tools/call", "call")
@@ -187,6 +195,12 @@ def _error_decision(error: ToolgateError, *, with_context: bool) -> dict[str, An
     return {"decision": False, "context": {"error": detail}}
 
 
+#: Where each entity of an evaluation was written, and the evaluation itself: a JSON Pointer
+#: prefix by name ("" at the top level, "/evaluations/<n>" inside a batch).
+Origins = dict[str, str]
+WHOLE_REQUEST: Origins = {"evaluation": "", "subject": "", "action": "", "resource": "", "context": ""}
+
+
 Authorization = tuple[str, ...]
 
 
@@ -205,10 +219,13 @@ class Evaluator:
         self._deadline = Deadline(deps.settings.request_deadline_ms)
 
     def _evaluate(
-        self, request: EvaluationRequest, *, with_context: bool, decided: list[Decided] | None = None
+        self, request: EvaluationRequest, *, with_context: bool, decided: list[Decided] | None = None,
+        origins: Origins = WHOLE_REQUEST,
     ) -> dict[str, Any]:
         """One evaluation as an enforced dry-run decide call; its ``Decided`` stage is appended to
-        ``decided`` (when given) so that a batch that fails later can give back what it took."""
+        ``decided`` (when given) so that a batch that fails later can give back what it took.
+        A mapped call that fails validation is a 400 whose problems name the AuthZEN request's
+        paths (``origins``: where each entity was written)."""
         call = DecideCall(
             request_id=self._request_id,
             authorization=self._authorization,
@@ -218,7 +235,11 @@ class Evaluator:
             enforced=True,
         )
         progress = Progress(call)
-        answer = decision_of(decide(self._deps, progress, Phases()), with_context=with_context)
+        try:
+            response = decide(self._deps, progress, Phases())
+        except ValidationFailed as exc:
+            raise in_request_terms(exc, request, origins) from None
+        answer = decision_of(response, with_context=with_context)
         if decided is not None and isinstance(progress.stage, Decided):
             decided.append(progress.stage)
         return answer
@@ -230,15 +251,15 @@ class Evaluator:
     def evaluation(self, body: bytes) -> dict[str, Any]:
         """``POST /access/v1/evaluation``: one decision. Raises ``ValidationFailed`` (400),
         ``Forbidden`` (403), ``Unauthenticated`` (401), ``RateLimited`` (429),
-        ``DependencyUnavailable`` (503) and
-        what ``decide`` raises for the mapped call (e.g. 422 for input that fails the contract)."""
+        ``DependencyUnavailable`` (503) and what ``decide`` raises for the mapped call, a
+        ``ValidationFailed`` of it as 400 in the request's paths (``in_request_terms``)."""
         request: EvaluationRequest = _parse(EvaluationRequest, body)
         return self._evaluate(request, with_context=self._with_context(request.options))
 
     def evaluations(self, body: bytes) -> dict[str, Any]:
         """``POST /access/v1/evaluations``: ``{"evaluations": [decision...]}`` in request order
         (stopping early for the short-circuit semantics), or one decision when the request has
-        no ``evaluations``. An evaluation that is refused (400, 403, 422, 409) is ``false`` with
+        no ``evaluations``. An evaluation that is refused (400, 403, 409) is ``false`` with
         the error in its context; a rejected token (401), a full rate limit (429), an outage or
         the request deadline (503) fail the whole request, the rest left unevaluated, and the
         evaluations already decided give back their limit shares (their answers are never
@@ -265,7 +286,8 @@ class Evaluator:
             for position, item in enumerate(request.evaluations):
                 self._deadline.check()
                 try:
-                    answer = self._evaluate(_merged(request, item, position), with_context=with_context, decided=decided)
+                    merged, origins = _merged(request, item, position)
+                    answer = self._evaluate(merged, with_context=with_context, decided=decided, origins=origins)
                 except (DependencyUnavailable, Unauthenticated, RateLimited):
                     raise
                 except ToolgateError as error:
@@ -280,13 +302,15 @@ class Evaluator:
         return {"evaluations": answers}
 
 
-def _merged(defaults: EvaluationsRequest, item: EvaluationItem, position: int) -> EvaluationRequest:
-    """One evaluation with the top-level defaults filled in (AuthZEN §7.1.1). Raises
+def _merged(defaults: EvaluationsRequest, item: EvaluationItem, position: int) -> tuple[EvaluationRequest, Origins]:
+    """One evaluation with the top-level defaults filled in (AuthZEN §7.1.1), and where each
+    entity was written (``/evaluations/<position>`` or the top level). Raises
     ``ValidationFailed`` (400) when a required entity is in neither."""
-    values = {
-        name: getattr(item, name) if getattr(item, name) is not None else getattr(defaults, name)
-        for name in ("subject", "action", "resource", "context")
-    }
+    names = ("subject", "action", "resource", "context")
+    own = {name for name in names if getattr(item, name) is not None}
+    values = {name: getattr(item if name in own else defaults, name) for name in names}
+    here = f"/evaluations/{position}"
+    origins = {"evaluation": here, **{name: here if name in own else "" for name in names}}
     missing = [name for name in ("subject", "action", "resource") if values[name] is None]
     if missing:
         raise ValidationFailed(
@@ -294,4 +318,40 @@ def _merged(defaults: EvaluationsRequest, item: EvaluationItem, position: int) -
             http_status=400,
             details={"problems": [{"path": f"/evaluations/{position}/{name}", "message": "required"} for name in missing]},
         )
-    return EvaluationRequest(**values)
+    return EvaluationRequest(**values), origins
+
+
+def in_request_terms(error: ValidationFailed, request: EvaluationRequest, origins: Origins) -> ValidationFailed:
+    """``error`` of the mapped decide call as the AuthZEN request's error: a 422 becomes 400 (the
+    error responses AuthZEN defines are 400, 401, 403 and 500: arguments that fail the tool's
+    contract make a bad request) and each problem's path moves from the decide body
+    (``/input/...``, ``/tool``, ``/version``, ``/context/...``) to where the PEP wrote it
+    (``/action/properties/arguments/...``, ``/resource/id``, ...); a path with no counterpart
+    names the evaluation itself."""
+    details = error.details
+    if isinstance(details, dict) and isinstance(details.get("problems"), list):
+        moves = _path_moves(request, origins)
+        inside = "/input" if isinstance(error, ContractMismatch) else ""  # its paths start inside the input
+        problems = [{**p, "path": _moved(inside + str(p.get("path", "")), moves, origins)} for p in details["problems"]]
+        details = {**details, "problems": problems}
+    status = 400 if error.http_status == 422 else error.http_status
+    return ValidationFailed(error.message, http_status=status, details=details, log_detail=error.log_detail)
+
+
+def _path_moves(request: EvaluationRequest, origins: Origins) -> list[tuple[str, str]]:
+    """(decide body prefix, AuthZEN request prefix), most specific first (``_decide_body``'s
+    mapping read backwards)."""
+    action, resource, context = origins["action"] + "/action", origins["resource"] + "/resource", origins["context"]
+    if request.resource.type == "tool":
+        moves = [("/input", action + "/properties/arguments"), ("/tool", resource + "/id"),
+                 ("/version", resource + "/properties/version")]
+    else:
+        moves = [("/input/resource", resource), ("/input/action", action + "/properties"), ("/tool", action + "/name")]
+    return [*moves, ("/context", context + "/context")]
+
+
+def _moved(path: str, moves: list[tuple[str, str]], origins: Origins) -> str:
+    for decide_prefix, request_prefix in moves:
+        if path == decide_prefix or path.startswith(decide_prefix + "/"):
+            return request_prefix + path[len(decide_prefix):]
+    return origins["evaluation"]

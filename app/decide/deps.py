@@ -14,6 +14,7 @@ from app.decide.recorder import Recorder
 from app.engine.base import PolicyEngine
 from app.engine.shadow import ShadowEvaluator
 from app.idempotency.store import IdempotencyStore
+from app.provenance.store import ProvenanceStore
 from app.receipts.signer import ReceiptSigner
 from app.redis_client import RedisConnection
 from app.session.reads import SessionReads
@@ -28,7 +29,8 @@ class Deps:
     (``app.audit.checkpoints.CheckpointingLog``); ``recorder`` appends through
     ``decision_log``. ``capability_engine`` is an engine of the same kind and policies that
     queries the capability document (``capability_path``) instead of the decision;
-    ``session_reads`` asks ``engine`` which session members each tool's policy reads.
+    ``session_reads`` asks ``engine`` which session members each tool's policy reads;
+    ``provenance`` keeps the values of reported results (``input.provenance``).
     ``receipts`` signs the receipt of each decide response (None: no receipts);
     ``published_keys`` is the document of ``/.well-known/toolgate-keys``
     (``app.receipts.keys.key_document``). ``shadow`` evaluates the candidate policy beside
@@ -47,6 +49,7 @@ class Deps:
     recorder: Recorder
     capability_engine: PolicyEngine
     session_reads: SessionReads
+    provenance: ProvenanceStore
     receipts: ReceiptSigner | None = None
     published_keys: dict[str, list[dict[str, str]]] = field(default_factory=lambda: {"keys": [], "checkpoint_keys": []})
     shadow: ShadowEvaluator | None = None

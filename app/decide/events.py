@@ -169,14 +169,20 @@ def answer_event(
     answer: ApprovalAnswerBody,
     answered: Approval | None,
     error: ToolgateError | None,
+    *,
+    asked: Approval | None = None,
 ) -> AuditEvent:
     """The ``approval_answer`` record of an approver's answer, refused answers included. An
     approval that narrowed the input records the approved input (redacted) and its fingerprint
     (the ``decide`` record that asked keeps the requested ones); one short of its quorum says
-    how many approvals it has."""
-    facts = answered.request if answered else None
+    how many approvals it has. A refused answer names the tool of ``asked`` (the approval as
+    found before answering, None when it was not found) and the refusal's message, with the
+    paths of its problems, among the reasons."""
+    facts = answered.request if answered else asked.request if asked else None
     ok = answered is not None
     reasons = [answer.reason] if answer.reason else []
+    if error is not None:
+        reasons.append(("refused: " + error.message + _problem_paths(error))[:_MAX_REASON_CHARS])
     vote = next((v for v in answered.votes if v.approver == subject.id), None) if answered else None
     recorded_input, fingerprint = None, facts.input_fingerprint if facts else None
     if facts is not None and vote is not None and vote.edit is not None:
@@ -194,12 +200,19 @@ def answer_event(
         decision=("allow" if answer.approved else "deny") if ok else None,
         ai_sdk_status=("approved" if answer.approved else "denied") if ok else None,
         reasons=tuple(reasons),
-        input_fingerprint=fingerprint,
+        input_fingerprint=fingerprint if ok else None,
         input=recorded_input,
         approval_id=approval_id[:128],
         approver_id=subject.id,
         error_code=_error_code(error, ok),
     )
+
+
+def _problem_paths(error: ToolgateError) -> str:
+    """`` (at /amount, /currency)``: where the refused value was, from the error's problems."""
+    problems = error.details.get("problems") if isinstance(error.details, dict) else None
+    paths = [p["path"] for p in problems or [] if isinstance(p, dict) and isinstance(p.get("path"), str)]
+    return f" (at {', '.join(paths[:10])})" if paths else ""
 
 
 def revoke_event(

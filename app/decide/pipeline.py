@@ -163,7 +163,7 @@ def _decision(
         return ApprovalOutcome(deny, stage.presented, None), admitted, None
     with phases.measure("session"):
         reads = session_step.reads(stage, deps.session_reads, shadow=deps.shadow is not None)
-        session = session_step.snapshot(stage, deps.sessions, reads)
+        session = session_step.snapshot(stage, deps.sessions, reads, deps.provenance)
     admission = session_step.Admission(stage, deps.sessions)
     asked: list[tuple[dict[str, Any], PolicyDecision, PendingShadow | None]] = []
 
@@ -187,7 +187,7 @@ def _decision(
             # a rule of it that would deny may not have fired. A deny stands as it is (nothing is
             # stricter), including the deny of an unusable answer.
             with phases.measure("session"):
-                session = session_step.snapshot(stage, deps.sessions, EVERYTHING)
+                session = session_step.snapshot(stage, deps.sessions, EVERYTHING, deps.provenance)
             decision = ask(approval)
         with phases.measure("limits"):
             return admission.admit(decision)

@@ -2,7 +2,8 @@
 stored only as its keyed hash; refused reports are recorded too. The record of an accepted
 report names the decide call that reserved the key (``for_decision_id``): the decision id its
 receipt carries. Every accepted report also settles that call's session (docs/session.md):
-complete keeps its limit shares spent and adds what its result brings, fail gives them back."""
+complete keeps its limit shares spent and adds what its result brings (with its reservation
+token, the values its provenance marks name: ``input.provenance``), fail gives them back."""
 
 from __future__ import annotations
 
@@ -32,7 +33,10 @@ def complete(deps: Deps, request: RequestFacts, subject: Subject, key: str, body
         report = parse_body(CompleteReport, body, _SCHEMA_MESSAGE)
         completed = report_complete(deps.idempotency, deps.contracts, subject, key, report)
         reasons.append(f"execution {completed.report.state}")
-        session_step.settle(subject, completed.report, deps.sessions, contract=completed.contract, result=completed.result)
+        session_step.settle(
+            subject, completed.report, deps.sessions, contract=completed.contract, result=completed.result,
+            provenance=deps.provenance, bound=report.reservation_token is not None,
+        )
         return completed.report
 
     return _recorded("execution_complete", deps, request, subject, key, reasons, act)

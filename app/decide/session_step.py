@@ -12,16 +12,19 @@ call without one belongs to the subject's one "no conversation").
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from app.approvals.presented import Granted
-from app.contracts.contract import ToolContract
+from app.contracts.contract import ContractMetadata, ToolContract
 from app.decide.approval_outcome import ApprovalOutcome
 from app.decide.stages import Prepared, conversation_id
 from app.errors import ToolgateError
 from app.idempotency.store import Report
 from app.models import IdempotencyInfo, LimitSpec, PolicyDecision, RateLimitSpec, Subject
+from app.provenance import facts
+from app.provenance.results import remembered
+from app.provenance.store import ProvenanceStore
 from app.session.events import Event, Outcome, encode_args
 from app.session.keys import SubjectKeys
 from app.session.limits import UnmeasurableCall, max_units, shown, units
@@ -49,17 +52,22 @@ def reads(stage: Prepared, catalog: SessionReads, *, shadow: bool) -> Reads:
 
 @dataclass(frozen=True)
 class SessionFacts:
-    """What the policy of one call reads of its subject's session (``reads``) and the snapshot
-    those members are built from (None: it reads none, nothing was read from Redis)."""
+    """What the policy of one call reads of its subject's session (``reads``), the snapshot
+    those members are built from (None: it reads none, nothing was read from Redis) and
+    ``input.provenance`` (None: not read)."""
 
     reads: Reads
     snapshot: Snapshot | None
+    provenance: dict[str, Any] | None = None
 
     def policy_input(self) -> dict[str, Any]:
-        """The ``session`` and ``history`` members of the policy input, each only when read."""
-        if self.snapshot is None:
-            return {}
+        """The ``session``, ``history`` and ``provenance`` members of the policy input, each
+        only when read."""
         members: dict[str, Any] = {}
+        if self.provenance is not None:
+            members["provenance"] = self.provenance
+        if self.snapshot is None:
+            return members
         if self.reads.wants("history"):
             members["history"] = self.snapshot.history()
         if self.reads.wants("session"):
@@ -67,17 +75,26 @@ class SessionFacts:
         return members
 
 
-def snapshot(stage: Prepared, store: SessionStore, reads: Reads) -> SessionFacts:
+def snapshot(stage: Prepared, store: SessionStore, reads: Reads, provenance: ProvenanceStore) -> SessionFacts:
     """The subject's session as the policy sees it (the members of ``reads``), the call's own
-    earlier attempts (same key) left out of the counts; no Redis read when the policy reads
-    none. Raises ``DependencyUnavailable`` (503)."""
-    if not reads.any_session:
-        return SessionFacts(reads, None)
-    taken = store.snapshot(
-        _keys(stage.subject), conversation_id(stage.request), own_key=_key_digest(stage),
-        with_recent=reads.wants("session.recent"),
-    )
-    return SessionFacts(reads, taken)
+    earlier attempts (same key) left out of the counts, and ``input.provenance`` when read
+    (``app.provenance.facts``); no Redis read when the policy reads none. Raises
+    ``DependencyUnavailable`` (503)."""
+    untraced = reads.wants("provenance.untraced_labels")
+    taken = None
+    if reads.any_session or untraced:
+        taken = store.snapshot(
+            _keys(stage.subject), conversation_id(stage.request), own_key=_key_digest(stage),
+            with_recent=reads.wants("session.recent"),
+        )
+    built = None
+    if reads.wants("provenance"):
+        built = facts.build(
+            provenance, _keys(stage.subject), conversation_id(stage.request),
+            stage.contract.meta if stage.contract else None, stage.normalized_input, stage.request.context,
+            taken.untraced_labels() if taken is not None else [], reads,
+        )
+    return SessionFacts(reads, taken, built)
 
 
 @dataclass(frozen=True)
@@ -212,19 +229,41 @@ def forget(stage: Prepared, shares: tuple[Share, ...], store: SessionStore) -> N
 
 
 def settle(
-    subject: Subject, report: Report, store: SessionStore, *, contract: ToolContract | None = None, result: Any = None
+    subject: Subject, report: Report, store: SessionStore, *, contract: ToolContract | None = None, result: Any = None,
+    provenance: ProvenanceStore | None = None, bound: bool = False,
 ) -> None:
     """Settle the session of the call an execution report is about (``report.decision_id``):
     a completion stores what its ``result`` brings by the reserved tool's ``contract`` (labels,
     trusted counterparties; none without a contract) and keeps the shares spent; a failure
     (released or final) reported within the reservation's lease gives the shares back, once; a
-    failure reported after the lease expired keeps them spent (the call may have run). Raises
-    ``DependencyUnavailable`` (503)."""
+    failure reported after the lease expired keeps them spent (the call may have run).
+
+    A completion ``bound`` to its reservation by the reservation token, of a tool whose
+    contract has provenance marks, also has its values remembered in ``provenance``, in the
+    conversation of the call it reports (never one the report names), and counts as traced.
+    Raises ``DependencyUnavailable`` (503)."""
     if report.decision_id is None:
         return
     keys = _keys(subject)
     meta = contract.meta if contract else None
     outcome = Outcome.of_result(meta, result) if report.state == "completed" else Outcome(report.state)
+    if report.state == "completed" and bound and provenance is not None and meta is not None and meta.output_fields:
+        outcome = replace(outcome, traced=_remember(keys, report.decision_id, meta, result, store, provenance))
     store.settle(keys, report.decision_id, outcome)
     if report.state != "completed" and report.in_lease:
         store.give_back(keys, report.decision_id, store.linked_shares(keys, report.decision_id), linked=True)
+
+
+def _remember(
+    keys: SubjectKeys, decision_id: str, meta: ContractMetadata, result: Any, store: SessionStore,
+    provenance: ProvenanceStore,
+) -> bool:
+    """Remember the values of ``result`` in the conversation of ``decision_id``'s event;
+    False when the event left the session (its conversation is not known any more)."""
+    text = store.redis.run("session event", lambda client: client.hget(keys.events[1], decision_id))
+    if not text:
+        return False
+    event = Event.decode(text)
+    provenance.remember(keys, event.conversation, tool=event.tool, decision_id=decision_id,
+                        values=remembered(meta, result))
+    return True

@@ -19,12 +19,14 @@ from app.errors import Conflict, DependencyUnavailable, Forbidden, NotFound, Too
 from app.models import RateLimitSpec, Subject
 from app.policy.bundle import PolicyLoadError, read_directory
 from app.policy.tenant_data import (
+    CUSTOM_SHAPES_DOCUMENT,
     DATA_FILE,
     TENANT_PATTERN,
     StoredData,
     TenantDataInvalid,
     TenantDataStore,
     canonical_bytes,
+    custom_shapes,
     digest,
     is_tenant_with_data,
     validate,
@@ -96,6 +98,16 @@ def _pushable(settings: Settings) -> Path:
     return Path(settings.tenant_data_dir)
 
 
+def _declared_custom_shapes(deps: Deps, document: Any) -> dict[str, Any] | None:
+    """The custom members' shapes the active policy declares, when ``document`` has custom
+    members (None otherwise: nothing to check). Raises ``DependencyUnavailable`` when the engine
+    cannot be asked (the push is refused rather than stored unchecked)."""
+    if not isinstance(document, dict) or not document.get("custom"):
+        return None
+    result = deps.engine.evaluate_document(CUSTOM_SHAPES_DOCUMENT.replace(".", "/"), {})
+    return custom_shapes(result.value if result.defined else None)
+
+
 def push(
     deps: Deps, request: RequestFacts, subject: Subject, tenant: str, document: Any, *, if_match: str | None = None
 ) -> PushedData:
@@ -106,7 +118,8 @@ def push(
 
     Raises ``Forbidden``, ``RateLimited`` (429: the tenant's pushes are over
     ``TOOLGATE_TENANT_DATA_PUSH_RATE``), ``ValidationFailed`` (422 with ``details.problems`` for data outside
-    the schema), ``Conflict`` (409: pushes are off or would not reach the policy, or the data
+    the schema, or custom members the active policy does not declare in that shape),
+    ``Conflict`` (409: pushes are off or would not reach the policy, or the data
     changed since ``if_match``), ``DependencyUnavailable`` (the data or the record cannot be
     written; nothing is kept).
     """
@@ -122,7 +135,7 @@ def push(
             rates=[RateLimitSpec(id=PUSH_RATE_ID, scope="tenant", count=count, per_s=per_s)], limits=[], commit=True,
         )
         try:
-            raw = canonical_bytes(validate(document))
+            raw = canonical_bytes(validate(document, _declared_custom_shapes(deps, document)))
         except TenantDataInvalid as exc:
             raise ValidationFailed(
                 "the document is not valid tenant data", http_status=422, details={"problems": exc.problems}

@@ -108,16 +108,26 @@ class Refusal:
         return out
 
 
-def check_bundle(bundle: PolicyBundle, verifier: BundleVerifier | None) -> None:
-    """Verify (when ``verifier`` is set) and compile ``bundle`` in a scratch engine. Raises
-    ``BundleSignatureError`` or ``PolicyLoadError``."""
-    from opa_bindings import OpaEngine
+def check_bundle(bundle: PolicyBundle, verifier: BundleVerifier | None, *, document: str | None = None) -> Any:
+    """Verify (when ``verifier`` is set) and compile ``bundle`` in a scratch engine; returns
+    ``data.<document>`` (``toolgate.catalog``) evaluated without input when ``document`` is
+    given, None when it is not or the document is undefined. Raises ``BundleSignatureError``
+    or ``PolicyLoadError`` (also for an evaluation error of ``document``)."""
+    from opa_bindings import OpaEngine, OpaError, OpaUndefinedError
 
     if verifier is not None:
         verifier.verify(bundle)
     scratch = OpaEngine()
     try:
         load_into(scratch, bundle)
+        if document is None:
+            return None
+        try:
+            return scratch.eval_document(document)
+        except OpaUndefinedError:
+            return None
+        except OpaError as exc:
+            raise PolicyLoadError(f"data.{document} cannot be evaluated: {exc.message}") from None
     finally:
         scratch.close()
 

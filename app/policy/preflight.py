@@ -2,7 +2,9 @@
 with the embedded engine, the configured policies (directory, bundle file or URL) must load,
 verify (when a verification key is set) and compile, else the gateway does not start: exit 1
 with the error on stderr, before any worker forks. In production without a bundle verification
-key it warns loudly.
+key it warns loudly. In production without ``TOOLGATE_APPROVAL_KEYS`` it does not start when
+the policy can ask for user approval (``data.toolgate.catalog.approval_sources``), since no
+approval could ever be granted; with the OPA sidecar, whose policy it cannot read, it warns.
 
 Run as ``python -m app.policy.preflight`` in a child process, so the Go runtime of the OPA
 engine never starts in the gunicorn master (a Go runtime does not survive fork).
@@ -24,10 +26,22 @@ SIDECAR_WARNING = (
 )
 
 
+APPROVAL_SOURCES = "toolgate.catalog.approval_sources"
+SIDECAR_APPROVAL_WARNING = (
+    "WARNING: TOOLGATE_ENV=production and TOOLGATE_APPROVAL_KEYS is unset: if the OPA sidecar's policy "
+    "can ask for user approval, no approval can ever be granted"
+)
+
+
+class ApprovalKeysMissing(ValueError):
+    """Production without approval keys, and a policy that can ask for user approval (or one
+    that cannot say whether it can)."""
+
+
 def check(settings: Settings) -> str:
     """Load, verify and compile the embedded engine's policies once; returns the revision
     (``"sidecar"`` for the OPA engine, whose policies OPA loads). Raises ``PolicyLoadError``,
-    ``BundleSignatureError`` or ``BundleUnavailable``."""
+    ``BundleSignatureError``, ``BundleUnavailable`` or ``ApprovalKeysMissing``."""
     if settings.engine != "embedded":
         return "sidecar"
     from app.engine import build_source, build_verifier
@@ -37,8 +51,29 @@ def check(settings: Settings) -> str:
     bundle = build_source(settings).fetch()
     if bundle is None:  # pragma: no cover - a fresh source always returns its first bundle
         raise BundleUnavailable("the policy source returned nothing")
-    check_bundle(bundle, build_verifier(settings))
+    needs_keys = settings.env == "production" and settings.approval_keys is None
+    sources = check_bundle(bundle, build_verifier(settings), document=APPROVAL_SOURCES if needs_keys else None)
+    if needs_keys:
+        _refuse_approvals_without_keys(sources)
     return bundle.revision
+
+
+def _refuse_approvals_without_keys(sources: object) -> None:
+    """Raise ``ApprovalKeysMissing`` unless ``sources`` (the policy's approval sources) is an
+    empty list: an undefined or malformed answer cannot prove that no approval is asked."""
+    if sources == []:
+        return
+    if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
+        raise ApprovalKeysMissing(
+            f"TOOLGATE_APPROVAL_KEYS is unset and TOOLGATE_ENV=production, and data.{APPROVAL_SOURCES} is "
+            "undefined, so the policy may ask for user approval that could never be granted: set "
+            "TOOLGATE_APPROVAL_KEYS (kid:secret,...)"
+        )
+    raise ApprovalKeysMissing(
+        "TOOLGATE_APPROVAL_KEYS is unset and TOOLGATE_ENV=production, but the policy can ask for user approval ("
+        + "; ".join(sources)
+        + "), which could never be granted: set TOOLGATE_APPROVAL_KEYS (kid:secret,...)"
+    )
 
 
 def main() -> int:
@@ -56,10 +91,15 @@ def main() -> int:
         banner = "!" * 100
         warning = UNSIGNED_WARNING if settings.engine == "embedded" else SIDECAR_WARNING
         print(f"{banner}\n{warning}\n{banner}", file=sys.stderr)
+    if settings.env == "production" and settings.approval_keys is None and settings.engine != "embedded":
+        print(SIDECAR_APPROVAL_WARNING, file=sys.stderr)
     try:
         check(settings)
     except (PolicyLoadError, BundleSignatureError, BundleUnavailable) as exc:
         print(f"toolgate: the policies cannot be loaded, not starting: {exc}", file=sys.stderr)
+        return 1
+    except ApprovalKeysMissing as exc:
+        print(f"toolgate: not starting: {exc}", file=sys.stderr)
         return 1
     return 0
 

@@ -10,6 +10,8 @@ and functions it uses (of its own package, of ``toolgate.lib``, of any package, 
     input.session.conversation               -> session.conversation (every member)
     input.session, input.session[k]          -> session
     input.history.tools                      -> history
+    input.provenance.arguments[p]            -> provenance.arguments
+    input.provenance, input.provenance[k]    -> provenance (every member)
     input, input[k]                          -> * (everything)
 
 So a family that calls ``lib.trusted_counterparty(x)`` reads what that function reads. The
@@ -41,7 +43,8 @@ from app.policy.rego_ast import RegoModule, Term
 
 _SCOPES = ("conversation", "subject")
 _SCOPE_MEMBERS = {"id", "calls", "denied", "amounts", "counterparties", "approved_tools", "resources", "labels",
-                  "trusted_counterparties"}
+                  "untraced_labels", "trusted_counterparties"}
+_PROVENANCE_MEMBERS = {"arguments", "extracted", "untraced_labels"}
 _FAMILY_ROOT = "tools"
 _LIBRARY = ("toolgate", "lib")
 #: The name of a family's declaration.
@@ -76,6 +79,10 @@ def members_of(path: list[str | None]) -> set[str]:
         return {"*"}
     if path[0] == "history":
         return {"history"}
+    if path[0] == "provenance":
+        if len(path) == 1 or path[1] not in _PROVENANCE_MEMBERS:
+            return {"provenance"}
+        return {f"provenance.{path[1]}"}
     if path[0] != "session":
         return set()
     if len(path) == 1:

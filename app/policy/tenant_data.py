@@ -11,7 +11,11 @@ a push changes the policy revision, and every engine that polls the directory (o
 
 The documented keys (docs/policy-authors.md "Tenant data") are the only ones accepted:
 ``counterparties.<kind>`` (lists of identifiers; ``contacts``: e-mail addresses),
-``allowed_domains`` (domains), ``limits.<name>`` (numbers), ``features.<name>`` (booleans).
+``allowed_domains`` (domains), ``limits.<name>`` (numbers), ``features.<name>`` (booleans), and
+``custom.<name>``: a member whose shape the policy declares (a family's or the library's
+``tenant_custom := {<name>: <JSON Schema>}``, collected in ``data.toolgate.catalog.tenant_custom``).
+``validate`` checks custom members against those shapes when given them, and then refuses a
+member nobody declares.
 """
 
 from __future__ import annotations
@@ -22,13 +26,13 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from jsonschema import Draft202012Validator, FormatChecker, ValidationError
 
 DATA_FILE = "data.json"
 #: A tenant that can have data: its id is a folder name and a Rego data key.
@@ -58,9 +62,24 @@ TENANT_DATA_SCHEMA: dict[str, Any] = {
             "propertyNames": {"pattern": _NAME},
             "additionalProperties": {"type": "boolean"},
         },
+        "custom": {"type": "object", "propertyNames": {"pattern": _NAME}},
     },
 }
 _VALIDATOR = Draft202012Validator(TENANT_DATA_SCHEMA)
+#: The document the custom members' shapes are read from (``custom_shapes``).
+CUSTOM_SHAPES_DOCUMENT = "toolgate.catalog.tenant_custom"
+#: Constructs Python's ``re`` accepts and RE2 (the policy's regex engine) does not: lookaround,
+#: atomic groups, backreferences. A shape's ``"format": "regex"`` refuses these too.
+_NOT_RE2 = re.compile(r"\(\?<?[=!>]|\\[1-9]")
+_FORMATS = FormatChecker()
+
+
+@_FORMATS.checks("regex", raises=re.error)
+def _is_re2_regex(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    re.compile(value)
+    return _NOT_RE2.search(value) is None
 
 
 class TenantDataInvalid(ValueError):
@@ -77,27 +96,54 @@ def is_tenant_with_data(tenant: str) -> bool:
     return bool(_TENANT.fullmatch(tenant))
 
 
-def validate(document: Any) -> dict[str, Any]:
-    """``document`` when it is valid tenant data (``TENANT_DATA_SCHEMA``); raises
+def validate(document: Any, custom_shapes: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``document`` when it is valid tenant data (``TENANT_DATA_SCHEMA``), each ``custom``
+    member matching its shape in ``custom_shapes`` (``{name: JSON Schema}``, see
+    ``custom_shapes``; None: custom members are not checked beyond their names); raises
     ``TenantDataInvalid`` with at most 20 problems otherwise."""
-    errors = sorted(_VALIDATOR.iter_errors(document), key=lambda e: list(e.absolute_path))
-    if errors:
-        problems = []
-        for error in errors[:20]:
-            pointer = "".join(f"/{part}" for part in error.absolute_path) or "/"
-            problems.append({"path": pointer, "message": _safe_message(error.validator, error.validator_value)})
-        raise TenantDataInvalid(problems)
+    problems = [_problem(error) for error in sorted(_VALIDATOR.iter_errors(document), key=_where)]
+    if not problems and custom_shapes is not None:
+        for name, value in sorted(document.get("custom", {}).items()):
+            if name not in custom_shapes:
+                problems.append({"path": f"/custom/{name}", "message": "no family declares this custom member (tenant_custom)"})
+                continue
+            validator = Draft202012Validator(custom_shapes[name], format_checker=_FORMATS)
+            problems.extend(_problem(error, f"/custom/{name}") for error in sorted(validator.iter_errors(value), key=_where))
+    if problems:
+        raise TenantDataInvalid(problems[:20])
     return dict(document)
+
+
+def custom_shapes(catalog_entry: Any) -> dict[str, Any]:
+    """``{name: JSON Schema}`` of ``data.toolgate.catalog.tenant_custom`` (``{name: {"schema",
+    "declared_by"}}``; undefined or malformed: no custom member is declared)."""
+    if not isinstance(catalog_entry, dict):
+        return {}
+    return {
+        name: entry["schema"] for name, entry in catalog_entry.items()
+        if isinstance(entry, dict) and isinstance(entry.get("schema"), dict)
+    }
+
+
+def _where(error: ValidationError) -> list[str]:
+    return [str(part) for part in error.absolute_path]
+
+
+def _problem(error: ValidationError, prefix: str = "") -> dict[str, str]:
+    pointer = prefix + "".join(f"/{part}" for part in error.absolute_path)
+    return {"path": pointer or "/", "message": _safe_message(error.validator, error.validator_value)}
 
 
 def _safe_message(keyword: Any, expected: Any) -> str:
     """The problem without the offending value (tenant data may be sensitive)."""
     if keyword == "additionalProperties" and expected is False:
-        return "unknown key (allowed: counterparties, allowed_domains, limits, features)"
+        return "unknown key (allowed: counterparties, allowed_domains, limits, features, custom)"
     if keyword == "type":
         return f"must be of type {expected}"
     if keyword == "propertyNames":
         return "a key must be a lower-case name (a-z, 0-9, _)"
+    if keyword == "format" and expected == "regex":
+        return "not a regular expression RE2 accepts (no lookaround, atomic group or backreference)"
     return f"fails {keyword} {json.dumps(expected)}"
 
 

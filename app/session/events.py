@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 from app.contracts.contract import ContractMetadata, is_sensitive
@@ -53,6 +54,12 @@ def _amounts(document: Any, pointers: tuple[str, ...], sensitive: tuple[str, ...
     return sums
 
 
+@lru_cache(maxsize=1024)
+def _labels_of(meta: ContractMetadata) -> tuple[str, ...]:
+    """The labels a result of the tool may bring, sorted (per contract, computed once)."""
+    return tuple(sorted(meta.field_labels()))
+
+
 @dataclass(frozen=True)
 class Event:
     """One decided call: ``conversation`` None for a call without a conversation id;
@@ -72,6 +79,9 @@ class Event:
     counterparties: tuple[str, ...]
     resources: tuple[str, ...]
     key: str | None = None
+    #: The labels the tool's result may bring (``ContractMetadata.field_labels``): an allowed
+    #: call contributes them to its conversation, reported or not (unknown is not clean).
+    labels: tuple[str, ...] = ()
 
     @classmethod
     def of_call(
@@ -85,6 +95,7 @@ class Event:
             amounts=_amounts(normalized_input, meta.amount_fields, sensitive),
             counterparties=_names(normalized_input, meta.counterparty_fields, sensitive),
             resources=_names(normalized_input, meta.resource_fields, sensitive),
+            labels=_labels_of(meta),
             **facts,
         )
 
@@ -92,7 +103,7 @@ class Event:
         return _compact({
             "c": self.conversation, "t": self.tool, "v": self.version, "d": self.decision, "r": self.replayed,
             "a": self.approved, "m": self.mutating, "amt": self.amounts, "cp": list(self.counterparties),
-            "res": list(self.resources), "k": self.key,
+            "res": list(self.resources), "k": self.key, **({"ol": list(self.labels)} if self.labels else {}),
         })
 
     @classmethod
@@ -101,37 +112,51 @@ class Event:
         return cls(
             conversation=raw["c"], tool=raw["t"], version=raw["v"], decision=raw["d"], replayed=raw["r"],
             approved=raw["a"], mutating=raw["m"], amounts=raw["amt"], counterparties=tuple(raw["cp"]),
-            resources=tuple(raw["res"]), key=raw.get("k"),
+            resources=tuple(raw["res"]), key=raw.get("k"), labels=tuple(raw.get("ol", ())),
         )
+
+
+def _untrusted_field(meta: ContractMetadata, pointer: str) -> bool:
+    """Whether a mark labelled ``untrusted_content`` or marked free text covers ``pointer``."""
+    return any(
+        (pointer == m.pointer or pointer.startswith(m.pointer + "/")) and ("untrusted_content" in m.labels or m.extract)
+        for m in meta.output_fields
+    )
 
 
 @dataclass(frozen=True)
 class Outcome:
     """An execution report: its state, the ``labels`` a completed result brought (the
-    contract's ``output_labels``) and the counterparties named by a trusted result."""
+    contract's ``output_labels``), the counterparties named by a trusted result, and whether
+    its values were ``traced`` (remembered for ``input.provenance``)."""
 
     state: OutcomeState
     labels: tuple[str, ...] = ()
     trusted_counterparties: tuple[str, ...] = ()
+    traced: bool = False
 
     @classmethod
     def of_result(cls, meta: ContractMetadata | None, result: Any) -> Outcome:
         """The outcome of a completed call whose tool has ``meta``. A result is trusted unless
         the contract labels it ``untrusted_content``; only a trusted result's counterparties
-        (``output_counterparty_fields``) are kept."""
+        (``output_counterparty_fields``) are kept, and of those only the ones no
+        ``untrusted_content`` or free-text mark (``output_fields``) covers: a value is as
+        trusted as the field it came from, never more."""
         if meta is None:
             return cls("completed")
         trusted = "untrusted_content" not in meta.output_labels
-        named = _names(result, meta.output_counterparty_fields, ()) if trusted else ()
+        fields = tuple(p for p in meta.output_counterparty_fields if not _untrusted_field(meta, p))
+        named = _names(result, fields, ()) if trusted else ()
         return cls("completed", tuple(meta.output_labels), named)
 
     def encode(self) -> str:
-        return _compact({"s": self.state, "l": list(self.labels), "tcp": list(self.trusted_counterparties)})
+        return _compact({"s": self.state, "l": list(self.labels), "tcp": list(self.trusted_counterparties),
+                         **({"tr": True} if self.traced else {})})
 
     @classmethod
     def decode(cls, text: str) -> Outcome:
         raw = json.loads(text)
-        return cls(raw["s"], tuple(raw["l"]), tuple(raw["tcp"]))
+        return cls(raw["s"], tuple(raw["l"]), tuple(raw["tcp"]), bool(raw.get("tr")))
 
 
 def encode_args(display_input: dict[str, Any], max_bytes: int) -> str:

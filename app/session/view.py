@@ -2,7 +2,10 @@
 
 A call counts as **executed** when it was allowed, was not an idempotent replay, and no report
 said it failed (a call without a report may have run: unknown is not free). Counts, sums and
-counterparties are over executed calls; ``denied`` counts denies; ``labels`` and
+counterparties are over executed calls; ``denied`` counts denies; ``labels`` are those every
+executed call of a tool whose contract labels its result brings, reported or not (unknown is
+not clean), ``untraced_labels`` those of the executed calls whose values were not traced (not
+reported with the reservation token, or a contract without provenance marks);
 ``trusted_counterparties`` come from completed execution reports.
 """
 
@@ -35,6 +38,11 @@ class StoredEvent:
         failed = self.outcome is not None and self.outcome.state != "completed"
         return self.event.decision == "allow" and not self.event.replayed and not failed
 
+    @property
+    def traced(self) -> bool:
+        """Whether the values of its result were remembered (``input.provenance``)."""
+        return self.outcome is not None and self.outcome.traced
+
 
 def window_name(seconds: int) -> str:
     """``60`` -> ``1m``, ``3600`` -> ``1h``, ``86400`` -> ``24h``, ``90`` -> ``90s``."""
@@ -57,6 +65,7 @@ class _Aggregate:
         self.read: set[str] = set()
         self.written: set[str] = set()
         self.labels: set[str] = set()
+        self.untraced: set[str] = set()
         self.trusted: set[str] = set()
 
     def add(self, stored: StoredEvent, inside: list[str]) -> None:
@@ -73,6 +82,9 @@ class _Aggregate:
                 self.parties[name].update(event.counterparties)
             if event.approved:
                 self.approved.add(event.tool)
+            self.labels.update(event.labels)
+            if not stored.traced:
+                self.untraced.update(event.labels)
             (self.written if event.mutating else self.read).update(event.resources)
         elif event.decision == "deny":
             for name in inside:
@@ -96,6 +108,7 @@ class _Aggregate:
             "approved_tools": lambda: sorted(self.approved),
             "resources": lambda: {"read": sorted(self.read), "written": sorted(self.written)},
             "labels": lambda: sorted(self.labels),
+            "untraced_labels": lambda: sorted(self.untraced),
             "trusted_counterparties": lambda: sorted(self.trusted),
         }
         return {name: build() for name, build in members.items() if wanted(name)}
@@ -172,6 +185,15 @@ class Snapshot:
         if reads.wants("session.truncated"):
             session["truncated"] = self.truncated
         return session
+
+    def untraced_labels(self) -> list[str]:
+        """The labels of this conversation's executed calls whose values were not traced
+        (``input.provenance.untraced_labels``), as ``session.conversation.untraced_labels``."""
+        labels: set[str] = set()
+        for stored in self._earlier():
+            if stored.event.conversation == self.conversation and stored.executed and not stored.traced:
+                labels.update(stored.event.labels)
+        return sorted(labels)
 
     def history(self) -> dict[str, Any]:
         """``input.history`` (DESIGN §3): the executed calls per tool of this conversation over

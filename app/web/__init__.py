@@ -17,6 +17,7 @@ from app.web import (
     metrics,
     openapi,
     policy_status,
+    redirects,
     requests,
     tenant_data,
     tools,
@@ -26,6 +27,7 @@ from app.web import (
 def register(app: Flask) -> None:
     """Attach request-id handling, the error handler and every blueprint to ``app``."""
     requests.register(app)
+    redirects.register(app)
     errors.register(app)
     for blueprint in (decide.bp, tools.bp, health.bp, openapi.bp, metrics.bp, executions.bp, approvals.bp,
                       decisions.bp, capabilities.bp, authzen.bp, keys.bp, policy_status.bp,

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from flask import Blueprint, Response, g, jsonify, request
+from werkzeug.sansio.utils import host_is_trusted
 
 from app.decide.authzen import Evaluator
 from app.errors import ValidationFailed
@@ -58,8 +59,8 @@ def evaluation(subject: Subject) -> Response:
     ``{"decision": bool, "context": {decision_id, toolgate_decision, reasons, reason?}}``.
     Headers: ``Authorization: Bearer <JWT>`` (the subject of the evaluation, or a PEP's
     credential), ``X-Request-ID`` (echoed as sent). Errors (DESIGN §7 bodies): 400 malformed or
-    incomplete request or an unsafe ``X-Request-ID``, 401, 403 a subject other than the caller
-    (without the PEP role), 422 input that fails the tool's contract, 503."""
+    incomplete request, arguments that fail the tool's contract (at the request's paths) or an
+    unsafe ``X-Request-ID``, 401, 403 a subject other than the caller (without the PEP role), 503."""
     return jsonify(_evaluator(subject).evaluation(request_body()))
 
 
@@ -76,12 +77,25 @@ def evaluations(subject: Subject) -> Response:
 @bp.get("/.well-known/authzen-configuration")
 def configuration() -> Response:
     """The PDP metadata (AuthZEN §9): ``policy_decision_point`` (``TOOLGATE_AUTHZEN_PDP_URL``,
-    else this request's base URL) and the two evaluation endpoints under it. No token needed."""
-    configured = current_deps().settings.authzen_pdp_url
-    base = (configured or request.host_url).rstrip("/")
+    else this request's base URL when its ``Host`` is one of ``TOOLGATE_AUTHZEN_ALLOWED_HOSTS``)
+    and the two evaluation endpoints under it. No token needed. Raises ``ValidationFailed`` (400)
+    for another ``Host`` without a configured URL."""
+    settings = current_deps().settings
+    base = (settings.authzen_pdp_url or _request_base_url(settings.authzen_allowed_hosts)).rstrip("/")
     metadata: dict[str, Any] = {
         "policy_decision_point": base,
         "access_evaluation_endpoint": base + EVALUATION_PATH,
         "access_evaluations_endpoint": base + EVALUATIONS_PATH,
     }
     return jsonify(metadata)
+
+
+def _request_base_url(allowed_hosts: list[str]) -> str:
+    """This request's base URL, if its ``Host`` header names one of ``allowed_hosts``."""
+    if not allowed_hosts or not host_is_trusted(request.host, allowed_hosts):
+        raise ValidationFailed(
+            "the Host header is not an allowed host: set TOOLGATE_AUTHZEN_PDP_URL or TOOLGATE_AUTHZEN_ALLOWED_HOSTS",
+            http_status=400,
+            details={"problems": [{"path": "/headers/Host", "message": "not one of TOOLGATE_AUTHZEN_ALLOWED_HOSTS"}]},
+        )
+    return request.host_url

@@ -16,8 +16,9 @@ from typing import Annotated
 from flask import Blueprint, Response, jsonify
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator
 
-from app.audit.access import auditor_scope
+from app.audit.access import AuditorScope, auditor_scope
 from app.audit.queries import CURSOR_PATTERN, MAX_PAGE, DecisionQuery
+from app.decide.deps import Deps
 from app.errors import NotFound
 from app.models import DecisionListResponse, DecisionRecord, DecisionRecordResponse, Subject
 from app.timefmt import parse_rfc3339
@@ -65,6 +66,26 @@ class DecisionsParams(BaseModel):
     cursor: Annotated[str, Field(pattern=CURSOR_PATTERN)] | None = None
 
 
+def decision_query(params: DecisionsParams, scope: AuditorScope, deps: Deps) -> DecisionQuery:
+    """The store query of ``params`` (the API's and the console's search) within ``scope``: the
+    raw ``idempotency_key`` becomes its keyed hash. Raises ``Forbidden`` for a tenant outside
+    ``scope``."""
+    return DecisionQuery(
+        tenant=scope.tenant_for(params.tenant),
+        subject_id=params.subject,
+        tool=params.tool,
+        decision=params.decision,
+        event=params.event,
+        error_code=params.error_code,
+        request_id=params.request_id,
+        approval_id=params.approval_id,
+        idempotency_key_hash=deps.recorder.key_hash(params.idempotency_key) if params.idempotency_key is not None else None,
+        shadow_outcome=params.shadow,
+        since=params.since,
+        until=params.until,
+    )
+
+
 @bp.get("/v1/decisions")
 @require_subject
 def list_decisions(subject: Subject) -> Response:
@@ -85,20 +106,7 @@ def list_decisions(subject: Subject) -> Response:
     deps = current_deps()
     scope = auditor_scope(subject, deps.settings)
     params = parse_query(DecisionsParams)
-    query = DecisionQuery(
-        tenant=scope.tenant_for(params.tenant),
-        subject_id=params.subject,
-        tool=params.tool,
-        decision=params.decision,
-        event=params.event,
-        error_code=params.error_code,
-        request_id=params.request_id,
-        approval_id=params.approval_id,
-        idempotency_key_hash=deps.recorder.key_hash(params.idempotency_key) if params.idempotency_key is not None else None,
-        shadow_outcome=params.shadow,
-        since=params.since,
-        until=params.until,
-    )
+    query = decision_query(params, scope, deps)
     page = deps.decision_reader.query(query, limit=params.limit, cursor=params.cursor)
     log_fields(auditor=subject.id, records=len(page.records))
     body = DecisionListResponse(

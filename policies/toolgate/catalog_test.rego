@@ -46,3 +46,38 @@ test_catalog_findings_name_the_family_and_tool_of_each_problem if {
 	})
 	fixtures.same({f.message | some f in findings}, {m | some m in data.toolgate.catalog.problems}) with data.tools as tools
 }
+
+test_catalog_names_what_can_ask_for_approval if {
+	sources := {s | some s in data.toolgate.catalog.approval_sources}
+	asking := {
+		"family banking (approval_required)",
+		"family commands (approval_required)",
+		"family files (approval_required)",
+		"family payments (approval_required)",
+		"role developer (dynamic_tools: true)",
+	}
+	fixtures.same(asking - sources, set())
+	fixtures.same({"family reports (approval_required)", "family tickets (approval_required)"} & sources, set())
+	tools := {
+		"asks": {"governs": {"x": {}}, "approval_required": set()},
+		"decides": {"governs": {"y": {}}, "deny": set(), "allow": set()},
+	}
+	roles := {"agent": {"tools": ["x", "y"], "dynamic_tools": false}}
+	fixtures.same(data.toolgate.catalog.approval_sources, ["family asks (approval_required)"]) with data.tools as tools
+		with data.roles as roles
+	fixtures.same(data.toolgate.catalog.approval_sources, []) with data.tools as {"decides": tools.decides}
+		with data.roles as roles
+}
+
+test_catalog_collects_the_declared_tenant_custom_shapes if {
+	fixtures.same(data.toolgate.catalog.tenant_custom.secret_patterns.declared_by, ["toolgate.lib"])
+	tools := {
+		"a": {"governs": {"x": {}}, "tenant_custom": {"aliases": {"type": "array"}, "secret_patterns": {"type": "object"}}},
+		"b": {"governs": {"y": {}}, "tenant_custom": {"aliases": {"type": "array"}}},
+	}
+	custom := data.toolgate.catalog.tenant_custom with data.tools as tools
+	fixtures.same(custom.aliases, {"schema": {"type": "array"}, "declared_by": ["a", "b"]})
+	not custom.secret_patterns # declared by the library and by a with different shapes: neither is used
+	fixtures.same(data.toolgate.catalog.problems, ["tenant data custom.secret_patterns is declared with different shapes by a, toolgate.lib"])
+		with data.tools as tools
+}

@@ -15,10 +15,12 @@ import data.toolgate.lib
 
 # --- subject and tool --------------------------------------------------------------------
 
-# A registered tool is usable only if one of the subject's roles (verified claims) lists it.
+# A registered tool is usable only if one of the subject's roles (verified claims) lists it by
+# its qualified name (lib.qualified_name: "travel/x" for tool x of namespace travel), so tools of
+# one name in two namespaces never share a grant.
 tool_granted if {
 	some role in input.subject.roles
-	input.tool.name in data.roles[role].tools
+	lib.qualified_name in data.roles[role].tools
 }
 
 # Unregistered tools need a role with `dynamic_tools: true`.
@@ -33,11 +35,11 @@ subject_roles contains role if {
 	is_string(role)
 }
 
-role_denial := sprintf("role %s may not use tool %v", [concat(", ", sort(subject_roles)), input.tool.name]) if {
+role_denial := sprintf("role %s may not use tool %v", [concat(", ", sort(subject_roles)), lib.qualified_name]) if {
 	count(subject_roles) == 1
-} else := sprintf("roles %s may not use tool %v", [concat(", ", sort(subject_roles)), input.tool.name]) if {
+} else := sprintf("roles %s may not use tool %v", [concat(", ", sort(subject_roles)), lib.qualified_name]) if {
 	count(subject_roles) > 1
-} else := sprintf("a subject without roles may not use tool %v", [input.tool.name])
+} else := sprintf("a subject without roles may not use tool %v", [lib.qualified_name])
 
 # --- scoping: the families that govern the requested tool ------------------------------------
 

@@ -186,7 +186,7 @@ test_versions_and_namespace_are_matched if {
 		"allow": {{"rule": "ok", "message": "ok"}},
 	}}
 	send := fixtures.call(fixtures.subject("u", "acme", ["mailer"]), "send_email", {})
-	roles := {"mailer": {"tools": ["send_email"]}}
+	roles := {"mailer": {"tools": ["suite-a/send_email", "suite-b/send_email", "send_email"]}}
 	fixtures.expect(fixtures.with_tool(send, {"namespace": "suite-a", "version": "2"}), {"decision": "allow"})
 		with data.tools as tools with data.roles as roles
 	fixtures.expect(fixtures.with_tool(send, {"namespace": "suite-a", "version": "3"}), {"rules": {"toolgate.no_family"}})
@@ -194,6 +194,8 @@ test_versions_and_namespace_are_matched if {
 	fixtures.expect(fixtures.with_tool(send, {"namespace": "suite-b"}), {"rules": {"toolgate.no_family"}})
 		with data.tools as tools with data.roles as roles
 	fixtures.expect(send, {"rules": {"toolgate.no_family"}}) with data.tools as tools with data.roles as roles
+	fixtures.expect(fixtures.with_tool(send, {"namespace": "suite-a"}), {"denials": {"toolgate.role_not_granted"}})
+		with data.tools as tools with data.roles as {"mailer": {"tools": ["send_email"]}} # the default namespace only
 }
 
 test_two_suites_each_have_send_email if {
@@ -201,11 +203,16 @@ test_two_suites_each_have_send_email if {
 		"suite_a": {"governs": {"send_email": {"namespace": "a"}}, "allow": {{"rule": "ok", "message": "ok"}}},
 		"suite_b": {"governs": {"send_email": {"namespace": "b"}}, "deny": {{"rule": "no", "message": "b says no"}}},
 	}
-	roles := {"mailer": {"tools": ["send_email"]}}
+	roles := {"mailer": {"tools": ["a/send_email", "b/send_email"]}, "a_mailer": {"tools": ["a/send_email"]}}
 	send := fixtures.call(fixtures.subject("u", "acme", ["mailer"]), "send_email", {})
 	fixtures.expect(fixtures.with_tool(send, {"namespace": "a"}), {"decision": "allow", "rules": {"suite_a.ok"}})
 		with data.tools as tools with data.roles as roles
 	fixtures.expect(fixtures.with_tool(send, {"namespace": "b"}), {"decision": "deny", "rules": {"suite_b.no"}})
+		with data.tools as tools with data.roles as roles
+
+	# A grant names the namespace of its tool: a/send_email grants nothing in b.
+	a_only := fixtures.call(fixtures.subject("u", "acme", ["a_mailer"]), "send_email", {})
+	fixtures.expect(fixtures.with_tool(a_only, {"namespace": "b"}), {"denials": {"suite_b.no", "toolgate.role_not_granted"}})
 		with data.tools as tools with data.roles as roles
 }
 

@@ -152,6 +152,8 @@ def make_app(
             shared["contracts"] = shipped_contracts
         app = create_app(settings, build_deps(settings, **shared))
         app.config["TESTING"] = True
+        if "engine" in shared:  # as a served worker does (app/wsgi.py); the shipped policy's verdict is cached
+            app.extensions["toolgate"].session_reads.prime()
         return app
 
     return build

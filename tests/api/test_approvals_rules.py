@@ -165,6 +165,12 @@ def test_an_edit_is_validated_against_the_contract_and_may_not_add_members_or_ra
     # Nothing was stored by the refused edits: the approval is still pending.
     shown = gw.client.get(f"/v1/approvals/{approval_id}", headers=auth(*APPROVER)).get_json()
     assert shown["approval"]["state"] == "pending" and shown["approval"]["votes"] == []
+    # Each refusal is recorded with the tool and why, where the refused value was.
+    refused = [r for r in gw.records(approval_id=approval_id) if r.event == "approval_answer"]
+    assert len(refused) == 4
+    assert {(r.tool, r.version, r.error_code, r.decision) for r in refused} == {("processPayment", "1", "VALIDATION_ERROR", None)}
+    assert refused[0].reasons[-1] == "refused: an approver may lower a number, not raise it (at /amount)"
+    assert [r.reasons[-1].split(" (at ")[1] for r in refused] == ["/amount)", "/currency)", "/memo)", "/amount)"]
 
 
 def test_a_grant_for_an_edited_input_can_also_be_presented_with_the_approved_input(gateway):

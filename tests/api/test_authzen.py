@@ -145,7 +145,8 @@ def test_a_request_without_a_token_is_unauthorized(client) -> None:
 
 
 def test_the_pdp_metadata_names_the_endpoints(client, make_app) -> None:
-    body = client.get("/.well-known/authzen-configuration", base_url="https://pdp.example.com").get_json()
+    body = make_app(authzen_allowed_hosts="pdp.example.com").test_client().get(
+        "/.well-known/authzen-configuration", base_url="https://pdp.example.com").get_json()
     assert body == {
         "policy_decision_point": "https://pdp.example.com",
         "access_evaluation_endpoint": "https://pdp.example.com/access/v1/evaluation",
@@ -246,3 +247,27 @@ def test_the_setting_drops_context_and_a_request_may_ask_for_it_back(make_app) -
     assert client.post("/access/v1/evaluation", json=EVALUATION, headers=reader()).get_json() == {"decision": True}
     asked = client.post("/access/v1/evaluation", json={**EVALUATION, "options": {"include_context": True}}, headers=reader())
     assert asked.get_json()["context"]["toolgate_decision"] == "allow"
+
+
+# --- a mapped call that fails the tool's contract (issue 26) ----------------------------------
+
+def _tool_call(arguments, **entities):
+    return {"subject": {"type": "identity", "id": "u-1"}, "resource": {"type": "tool", "id": "transfer"},
+            "action": {"name": "tools/call", "properties": {"arguments": arguments}}, **entities}
+
+
+def test_arguments_that_fail_the_contract_are_a_bad_request_at_the_requests_paths(client) -> None:
+    response = client.post("/access/v1/evaluation", json=_tool_call({"amount": "lots", "to": "bob", "memo": "x"}),
+                           headers=auth("u-1", roles=["agent"]))
+    assert_error(response, 400, "VALIDATION_ERROR", retryable=False,
+                 path=["/action/properties/arguments/memo", "/action/properties/arguments/amount"])
+
+
+def test_in_a_batch_each_problem_names_where_its_entity_was_written(client) -> None:
+    batch = {**_tool_call({"amount": 0, "to": "bob"}),
+             "evaluations": [{}, {"action": {"name": "tools/call", "properties": {"arguments": {"to": "bob"}}}}]}
+    body = client.post("/access/v1/evaluations", json=batch, headers=auth("u-1", roles=["agent"])).get_json()
+    errors = [answer["context"]["error"] for answer in body["evaluations"]]
+    assert [e["status"] for e in errors] == [400, 400]
+    assert [[p["path"] for p in e["details"]["problems"]] for e in errors] == [
+        ["/action/properties/arguments/amount"], ["/evaluations/1/action/properties/arguments"]]

@@ -170,14 +170,18 @@ def test_the_rule_of_two_needs_all_three_in_one_conversation(client):
     conversation = _conversation()
     decided(call(client, "get_scheduled_transactions", {}, conversation=conversation, key="s-1", identity=HOLDER))
     report(client, "s-1", "complete", {"result": [{"recipient": TRUSTED_IBAN}]}, identity=HOLDER)
+    money = {"amount": 50, "subject": "rent", "date": "2026-12-01", "recipient": TRUSTED_IBAN}
+    # Only private data is in the conversation.
+    assert decided(call(client, "send_money", money, conversation=conversation, key="p-1", identity=HOLDER))["decision"] == "allow"
     decided(call(client, "read_file", {"file_path": "/home/alice/landlord.txt"}, conversation=conversation, key="f-1",
                  identity=HOLDER))
-    money = {"amount": 50, "subject": "rent", "date": "2026-12-01", "recipient": TRUSTED_IBAN}
-    # The file's text is not reported yet: only private data is in the conversation.
-    assert decided(call(client, "send_money", money, conversation=conversation, key="p-1", identity=HOLDER))["decision"] == "allow"
-    report(client, "f-1", "complete", {"result": "Please wire the rent to a new account."}, identity=HOLDER)
+    # The file's text is not reported yet, but unknown is not clean: the allowed read's label counts at once.
     second = decided(call(client, "send_money", money, conversation=conversation, key="p-2", identity=HOLDER))
     assert second["decision"] == "user-approval" and "untrusted content" in second["reasons"][0]
+    # A report adds what the result holds; it never takes the label away.
+    report(client, "f-1", "complete", {"result": "Please wire the rent to a new account."}, identity=HOLDER)
+    third = decided(call(client, "send_money", money, conversation=conversation, key="p-3", identity=HOLDER))
+    assert third["decision"] == "user-approval" and "untrusted content" in third["reasons"][0]
 
 
 def _rate_limited(resp, rate_limit: str) -> dict[str, Any]:

@@ -117,6 +117,9 @@ def test_another_worker_picks_the_push_up_by_polling(pushable, make_app, policie
         ({"counterparties": {"payees": "GB29NWBK60161331926819"}}, 422, "/counterparties/payees"),
         ({"features": {"delete_files": "yes"}}, 422, "/features/delete_files"),
         ({"allowed_domains": [""]}, 422, "/allowed_domains/0"),
+        ({"custom": {"payee_aliases": ["a lot"]}}, 422, "/custom/payee_aliases"),  # no family declares it
+        ({"custom": {"secret_patterns": {"card": "(?<=a lot)x"}}}, 422, "/custom/secret_patterns/card"),  # not RE2
+        ({"custom": {"secret_patterns": ["a lot"]}}, 422, "/custom/secret_patterns"),
         ([1, 2], 400, None),
     ],
 )
@@ -131,6 +134,13 @@ def test_invalid_tenant_data_is_refused_and_nothing_changes(pushable, policies, 
         assert "a lot" not in json.dumps(error)  # problems never quote the values
     assert client.get(URL, headers=operator()).get_json()["source"] == "policy_dir"
     assert _transfer(client, NEW_PAYEE)["policy_revision"] == read_directory(policies).revision
+
+
+def test_a_custom_member_the_policy_declares_is_pushed(pushable):
+    client = pushable.test_client()
+    data = {"custom": {"secret_patterns": {"bank_token": r"\bBDT-[0-9]{8}\b"}}}
+    assert client.put(URL, json=data, headers=operator()).status_code == 200
+    assert client.get(URL, headers=operator()).get_json()["data"] == data
 
 
 def test_a_document_over_the_size_limit_is_refused(make_app, policies, tmp_path):

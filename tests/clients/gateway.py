@@ -32,6 +32,7 @@ IDENTITIES: dict[str, tuple[str, list[str]]] = {
     "admin": ("admin-7", ["admin"]),
     "approver": ("approver-7", ["approver"]),
     "auditor": ("auditor-7", ["auditor"]),
+    "holder": ("holder-7", ["account_holder"]),
 }
 TENANT = "acme"
 METRICS_TOKEN = "client-tests-metrics-token"

@@ -73,7 +73,8 @@ def test_only_the_declared_members_are_built(config) -> None:
     run(deps, "readFile", {"path": "/srv/a.csv"})
     run(deps, "readFile", {"path": "/srv/b.csv"})
     seen = engine.inputs[-1]
-    assert seen["session"] == {"conversation": {"id": "c-1", "labels": []},
+    # The first read was allowed: its label counts, reported or not (unknown is not clean).
+    assert seen["session"] == {"conversation": {"id": "c-1", "labels": ["untrusted_content"]},
                                "subject": {"calls": {"1m": {"readFile": 1}, "1h": {"readFile": 1}, "24h": {"readFile": 1}}}}
     assert seen["history"]["tools"] == {"readFile": 1}
     assert snapshots == [False, False]  # the recent calls' arguments are not read

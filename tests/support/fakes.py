@@ -33,6 +33,7 @@ from app.engine.base import RawResult
 from app.errors import DependencyUnavailable
 from app.idempotency.store import IdempotencyStore
 from app.models import PolicyDecision
+from app.provenance.store import ProvenanceStore
 from app.redis_client import RedisConnection
 from app.session.reads import SessionReads
 from app.session.store import SessionStore
@@ -146,6 +147,7 @@ def deps(config: Settings, engine: ScriptedEngine | None = None, capability_engi
         recorder=Recorder(log, key_hash_secret=config.audit_key_hash_secret.get_secret_value()),
         capability_engine=capability_engine or ScriptedEngine(),
         session_reads=SessionReads(engine),
+        provenance=ProvenanceStore(redis, config),
     )
 
 

@@ -1,6 +1,6 @@
 """The decision log stores (SQLite and PostgreSQL, same tests): round trip, schema, queries and
-their filters, keyset pagination while records arrive, history for policies, and concurrent
-writers keeping each tenant chain linear."""
+their filters, keyset pagination while records arrive, and concurrent writers keeping each
+tenant chain linear."""
 
 from __future__ import annotations
 
@@ -139,29 +139,6 @@ def test_iter_records_reads_oldest_first_across_batches(store):
     store.append(event(tenant="globex"))
     assert [r.decision_id for r in store.iter_records(DecisionQuery(tenant="acme"), batch_size=5)] == ids
     assert [r.decision_id for r in store.iter_records(DecisionQuery(tenant="acme"), batch_size=23)] == ids
-
-
-def test_subject_history_counts_allowed_calls_per_tool(store):
-    allowed = {"subject_id": "alice", "conversation_id": "c-1", "decision": "allow"}
-    for tool in ("send_money", "send_money", "get_balance"):
-        store.append(event(tool=tool, **allowed))
-    store.append(event(tool="send_money", **{**allowed, "decision": "deny"}))
-    store.append(event(tool="send_money", **{**allowed, "decision": None, "error_code": "CONFLICT"}))
-    store.append(event(tool="send_money", replayed=True, **allowed))
-    store.append(event(tool="send_money", **{**allowed, "conversation_id": "c-2"}))
-    store.append(event(tool="send_money", **{**allowed, "subject_id": "bob"}))
-    store.append(event(tool="send_money", tenant="globex", **allowed))
-    store.append(event(tool="send_money", time=NOW - dt.timedelta(hours=30), **allowed))
-
-    history = store.subject_history("acme", "alice", conversation_id="c-1", window_s=86_400)
-    assert history.as_input() == {
-        "window_s": 86_400, "conversation_id": "c-1", "allowed_calls": 3,
-        "tools": {"get_balance": 1, "send_money": 2}, "truncated": False,
-    }
-    assert store.subject_history("acme", "alice").tools == {"get_balance": 1, "send_money": 3}
-    assert store.subject_history("acme", "alice", window_s=2 * 86_400).tools["send_money"] == 4
-    bounded = store.subject_history("acme", "alice", conversation_id="c-1", max_rows=2)
-    assert bounded.truncated and bounded.allowed_calls <= 2
 
 
 def _writer(dsn: str, tenant: str, count: int) -> None:

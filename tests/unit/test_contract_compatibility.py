@@ -210,3 +210,28 @@ def test_diff_reads_files_folders_locks_and_git_revisions(tmp_path):
     assert head.returncode in (0, 1) and "changes" in json.loads(head.stdout)
     unknown = _toolgate("diff", "no-such-revision-anywhere")
     assert unknown.returncode == 2 and "git" in unknown.stderr
+
+
+SUBJECT_MARK = {"pointer": "/*/subject", "labels": ["untrusted_content"], "extract": ["iban"]}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "words"),
+    [([], [SUBJECT_MARK], "/*/subject marked (stricter)"),
+     ([SUBJECT_MARK], [], "mark of /*/subject removed (looser)"),
+     ([SUBJECT_MARK], [{**SUBJECT_MARK, "labels": ["untrusted_content", "private_data"]}], "labels private_data added (stricter)"),
+     ([SUBJECT_MARK], [{**SUBJECT_MARK, "labels": []}], "labels untrusted_content removed (looser)"),
+     ([SUBJECT_MARK], [{**SUBJECT_MARK, "extract": ["iban", "url"]}], "extract url added (stricter)"),
+     ([SUBJECT_MARK], [{**SUBJECT_MARK, "extract": []}], "extract iban removed (looser)"),
+     ([{"pointer": "", "labels": ["x"], "kind": "iban"}], [{"pointer": "", "labels": ["x"], "kind": "email"}],
+      "kind changed from 'iban' to 'email'")],
+    ids=["marked", "unmarked", "label added", "label removed", "kind extracted", "extraction removed", "kind changed"],
+)
+def test_provenance_mark_changes_are_compatible_and_say_stricter_or_looser(old, new, words):
+    [found] = contract_changes(_contract(output_fields=old), _contract(output_fields=new))
+    assert found.where == "contract" and not found.breaking and words in found.what, found
+
+
+def test_a_lock_without_marks_is_no_marks():
+    """A lock written before the marks existed lacks the members: not a change."""
+    assert contract_changes(_contract(), _contract(output_fields=[], input_fields=[])) == []

@@ -242,9 +242,9 @@ def test_parse_approval_keys_names_the_problem_not_the_secret(text, problem):
 
 
 def test_settings_reject_bad_approval_keys_and_the_dev_key_in_production():
-    with pytest.raises(ValueError, match="approval key k1"):
+    with pytest.raises(ValueError, match="TOOLGATE_APPROVAL_KEYS: approval key k1"):
         Settings(approval_keys="k1:short")
-    with pytest.raises(ValueError, match="development approval key"):
+    with pytest.raises(ValueError, match="TOOLGATE_APPROVAL_KEYS holds the development approval key"):
         Settings(
             env="production",
             jwt_issuer="https://idp.example",

@@ -70,7 +70,7 @@ def test_metrics_token_is_off_by_default_and_must_be_long_enough():
     try:
         load_settings(metrics_token="short")
     except SettingsError as exc:
-        assert "metrics_token must be at least 16 bytes" in str(exc)
+        assert "TOOLGATE_METRICS_TOKEN must be at least 16 bytes" in str(exc)
     else:  # pragma: no cover - the assertion above must run
         raise AssertionError("a short metrics token was accepted")
     assert load_settings(metrics_token="m" * 16).metrics_token.get_secret_value() == "m" * 16

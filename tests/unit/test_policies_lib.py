@@ -36,7 +36,7 @@ FUNCTIONS = {
     "iban_valid": 1, "ibans_in": 1, "pii_in": 1,
     "decimals_of": 1, "amount_has_decimals": 2, "minor_units": 2, "positive_amount": 1, "valid_amount": 2,
     "amount_over": 2, "amount_within": 2, "amounts_total": 1,
-    "tenant_limit": 2, "tenant_feature": 1, "tenant_strings": 1, "tenant_allows_host": 1,
+    "tenant_limit": 2, "tenant_feature": 1, "tenant_custom_data": 2, "tenant_strings": 1, "tenant_allows_host": 1,
     "identifier_key": 1, "known_counterparty": 2, "counterparty_lookalike": 2, "known_contact": 1,
     "ascii_printable": 1, "skeleton": 1, "has_confusable": 1, "lookalike": 2, "scripts_of": 1,
     "mixed_script": 1, "safe_identifier": 1,

@@ -405,6 +405,19 @@ def test_a_malformed_missing_or_unread_declaration(tree) -> None:
     assert not report.ok()
 
 
+def test_reading_provenance_must_be_declared(tree) -> None:
+    """``input.provenance`` is built on demand like the session: a family that reads it
+    declares it, as a whole or by member."""
+    reports = tree[0] / "tools" / "reports" / "reports.rego"
+    _append(reports, 'planted if input.provenance.arguments["/title"].sources[_].label == "untrusted_content"\n')
+    found = _check(tree)
+    assert [(f.kind, f.message.split(" (")[0]) for f in found.findings] == [
+        ("undeclared_session_read", "family reports reads input.provenance.arguments"),
+    ]
+    _declare(reports, '{"provenance.arguments"}')
+    assert _check(tree).findings == []
+
+
 def test_the_session_may_be_read_only_in_families(tree) -> None:
     combining = tree[0] / "toolgate" / "decision.rego"
     line = _append(combining, "_long_session if input.session.truncated\n")
@@ -430,6 +443,11 @@ def test_the_session_may_be_read_only_in_families(tree) -> None:
     (["session", None, "calls", None], {"session.conversation.calls", "session.subject.calls"}),
     (["session", None, "1m"], {"session"}),  # input.session[k]["1m"]: k may be windows
     (["session", None], {"session"}),
+    (["session", "conversation", "untraced_labels"], {"session.conversation.untraced_labels"}),
+    (["provenance"], {"provenance"}),
+    (["provenance", None], {"provenance"}),
+    (["provenance", "arguments", None, "sources"], {"provenance.arguments"}),
+    (["provenance", "untraced_labels"], {"provenance.untraced_labels"}),
 ])
 def test_which_members_a_reference_from_input_reads(path, members) -> None:
     assert members_of(path) == members

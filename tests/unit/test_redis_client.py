@@ -6,6 +6,7 @@ import socket
 import time
 
 import pytest
+from prometheus_client import REGISTRY
 from redis import RedisError
 
 from app.errors import DependencyUnavailable
@@ -47,6 +48,33 @@ def test_a_silent_server_times_out_after_the_socket_timeout():
         redis.close()
     assert 0.09 <= elapsed < 0.5
     assert "Timeout" in err.value.log_detail
+
+
+def _round_trips() -> tuple[float, float]:
+    """(count, count slower than 50 ms) of ``toolgate_redis_command_seconds`` in this process."""
+    count = REGISTRY.get_sample_value("toolgate_redis_command_seconds_count") or 0.0
+    fast = REGISTRY.get_sample_value("toolgate_redis_command_seconds_bucket", {"le": "0.05"}) or 0.0
+    return count, count - fast
+
+
+@pytest.mark.serial  # a timeout of 100 ms
+def test_every_round_trip_is_timed_timeouts_included(redis_server):
+    count, slow = _round_trips()
+    redis = build_redis(Settings(redis_url=redis_server.url))
+    redis.ping()
+    redis.eval("echo", ECHO, ["k"], ["v"])
+    redis.close()
+    assert _round_trips()[0] == count + 2
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        redis = build_redis(Settings(redis_url=f"redis://127.0.0.1:{silent.getsockname()[1]}/0",
+                                     redis_socket_timeout_ms=100))
+        with pytest.raises(DependencyUnavailable):
+            redis.ping()
+        redis.close()
+    after, slow_after = _round_trips()
+    assert after == count + 3 and slow_after >= slow + 1  # the timed-out ping took >= 100 ms
 
 
 def test_a_malformed_url_fails_at_build():

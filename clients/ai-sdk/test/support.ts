@@ -5,7 +5,7 @@
  * venv Python, or `TOOLGATE_PYTHON`): a real Redis, a loopback JWKS and the gateway under
  * gunicorn with the real embedded OPA engine, the shipped policies and contracts, on free
  * loopback ports. It prints the URL and RS256 tokens for the test identities (agent:
- * support_agent, admin, approver, auditor; tenant acme) and stops when its stdin closes.
+ * support_agent, admin, approver, auditor, holder: account_holder; tenant acme) and stops when its stdin closes.
  *
  * `scriptedModel(steps)` is the `ai` package's own `MockLanguageModelV4` answering each
  * `doGenerate` with the next step: a tool call, a text, or an error to throw (the only part
@@ -23,7 +23,7 @@ export const REPO_ROOT = fileURLToPath(new URL('../../../../', import.meta.url))
 
 export interface LiveGateway {
   url: string;
-  tokens: { agent: string; admin: string; approver: string; auditor: string };
+  tokens: { agent: string; admin: string; approver: string; auditor: string; holder: string };
   stop(): Promise<void>;
 }
 

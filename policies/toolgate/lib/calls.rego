@@ -18,6 +18,12 @@ namespace := input.tool.namespace if is_string(input.tool.namespace)
 # The requested tool as the library matches it against family declarations.
 tool := {"name": input.tool.name, "version": input.tool.version, "namespace": namespace}
 
+# The tool's name across namespaces, as role grants (data.roles.<role>.tools), records and
+# grants name it: "namespace/name", or the bare name in the default namespace.
+qualified_name := input.tool.name if namespace == ""
+
+qualified_name := concat("/", [namespace, input.tool.name]) if namespace != ""
+
 # A registered tool (one with a contract). Unregistered (dynamic) tools never reach a family.
 registered if input.tool.registered == true
 

@@ -26,9 +26,26 @@ secret_patterns := {
 	]),
 }
 
-# The kinds of credentials found in `text` (a set of secret_patterns keys).
+# A tenant's own credential formats: tenant data custom.secret_patterns, kind -> RE2 pattern
+# (e.g. {"acme_badge": "\\bACME-[0-9]{6}\\b"}). A pattern that is not valid RE2 is skipped
+# here (never a builtin error); `toolgate tenant-data check` and pushes refuse it first.
+tenant_custom["secret_patterns"] := {
+	"type": "object",
+	"maxProperties": 64,
+	"propertyNames": {"pattern": "^[a-z][a-z0-9_]{0,63}$"},
+	"additionalProperties": {"type": "string", "minLength": 1, "maxLength": 512, "format": "regex"},
+}
+
+_tenant_secret_patterns[kind] := pattern if {
+	some kind, pattern in tenant_custom_data("secret_patterns", {})
+	is_string(kind)
+	is_string(pattern)
+	regex.is_valid(pattern)
+}
+
+# The kinds of credentials found in `text`: secret_patterns keys and the tenant's own kinds.
 secrets_in(text) := {kind |
-	some kind, pattern in secret_patterns
+	some kind, pattern in object.union(_tenant_secret_patterns, secret_patterns)
 	regex.match(pattern, text)
 } if {
 	is_string(text)

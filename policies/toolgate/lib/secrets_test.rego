@@ -64,3 +64,16 @@ test_ibans_and_pii_in_text if {
 	fixtures.same(lib.pii_in("card 4111111111111111"), {"card_number"})
 	fixtures.same(lib.pii_in("nothing"), set())
 }
+
+test_a_tenants_own_secret_patterns if {
+	tenants := {"t1": {"custom": {"secret_patterns": {"badge": `\bT1-[0-9]{6}\b`, "broken": `(?<=x)y`, "number": 7}}}}
+	as_t1 := {"subject": {"tenant": "t1"}}
+	fixtures.same(lib.secrets_in("badge T1-123456 and xy"), {"badge"}) with input as as_t1 with data.tenants as tenants
+	fixtures.same(lib.secrets_in("badge T1-123456"), set()) with input as {"subject": {"tenant": "t2"}}
+		with data.tenants as tenants
+	fixtures.same(lib.secrets_in("AKIAIOSFODNN7EXAMPLE"), {"aws_access_key_id"}) with input as as_t1
+		with data.tenants as tenants
+
+	# The shipped example: acme's badge ids (policies/tenants/acme/data.json).
+	fixtures.same(lib.secrets_in("my badge is ACME-004211"), {"acme_badge_id"}) with input as {"subject": {"tenant": "acme"}}
+}

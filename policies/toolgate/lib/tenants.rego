@@ -8,6 +8,8 @@ package toolgate.lib
 #   allowed_domains: [domain]               e-mail and link domains the tenant trusts
 #   limits: {<name>: number}                e.g. "payment_approval_amount"
 #   features: {<name>: true}                e.g. "delete_files"
+#   custom: {<name>: any JSON}              what a family (or this library) declares in its
+#                                           tenant_custom := {<name>: <JSON Schema>}
 # See docs/policy-authors.md for every name the shipped families read.
 
 # The calling tenant's data ({} when there is none).
@@ -26,6 +28,10 @@ tenant_limit(name, fallback) := value if {
 
 # The tenant switched feature `name` on (exactly true).
 tenant_feature(name) if tenant.features[name] == true
+
+# The tenant's custom member `name` (declared in some tenant_custom), else `fallback`. Its shape
+# is checked when the data is pushed or checked, not here: read it defensively.
+tenant_custom_data(name, fallback) := object.get(tenant, ["custom", name], fallback)
 
 # The tenant's list at `key` (a member name or a path array): its string members, as a set.
 tenant_strings(key) := {value | some value in _collection_or_empty(object.get(tenant, key, [])); is_string(value)}

@@ -70,10 +70,12 @@ date_parts(s) := [y, m, d] if {
 	d <= days_in_month(y, m)
 }
 
-# Days since 0000-12-31 (proleptic Gregorian): only differences matter.
+# Days since 0400-12-31 BCE (proleptic Gregorian): only differences matter. p counts the whole
+# years since then, never negative: OPA's floor of a quotient between -1 and 0 is 0, not -1
+# (floor(-1 / 4) == 0), which made every date of year 0000 a day late.
 day_number(s) := n if {
 	[y, m, d] := date_parts(s)
-	p := y - 1
+	p := y + 399
 	before_year := (((365 * p) + floor(p / 4)) - floor(p / 100)) + floor(p / 400)
 	n := ((before_year + month_offsets[m - 1]) + leap_day(y, m)) + d
 }

@@ -37,13 +37,19 @@ outside_recipients contains address if {
 	not lib.email_in_domains(address, lib.tenant_strings("allowed_domains"))
 }
 
+carries_credential if lib.has_secret(body)
+
+internal_links contains host if {
+	some host in lib.link_hosts(body)
+	lib.host_is_internal(host)
+}
+
 deny contains {"rule": "credential_in_body", "message": "the message carries a credential"} if {
-	lib.has_secret(body)
+	carries_credential
 }
 
 deny contains {"rule": "internal_link", "message": "the message links to an internal address"} if {
-	some host in lib.link_hosts(body)
-	lib.host_is_internal(host)
+	count(internal_links) > 0
 }
 
 approval_required contains {
@@ -53,4 +59,10 @@ approval_required contains {
 	count(outside_recipients) > 0
 }
 
-allow contains {"rule": "message_checked", "message": "a message without credentials or internal links"}
+# An allow states what it checked, and matches only when that holds (a deny would win anyway,
+# but the decision record lists every matched rule, and an allow that always matches says
+# nothing).
+allow contains {"rule": "message_checked", "message": "a message without credentials or internal links"} if {
+	not carries_credential
+	count(internal_links) == 0
+}

@@ -36,11 +36,11 @@ test_cc_counts_as_a_recipient if {
 test_credentials_and_internal_links_are_denied if {
 	fixtures.expect(mail("bob@acme.example", "key AKIAIOSFODNN7EXAMPLE"), {
 		"decision": "deny",
-		"denials": {"family_template.credential_in_body"},
+		"rules": {"family_template.credential_in_body"},
 	}) with data.roles as roles with data.tenants as tenants
 	fixtures.expect(mail("bob@acme.example", "metadata at http://169.254.169.254/latest"), {
 		"decision": "deny",
-		"denials": {"family_template.internal_link"},
+		"rules": {"family_template.internal_link"},
 	}) with data.roles as roles with data.tenants as tenants
 }
 
