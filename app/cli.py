@@ -4,6 +4,7 @@
     toolgate token --sub S --tenant T --role R [--role R2] [--ttl SECONDS]
     toolgate replay FILE.jsonl --url URL [--sub S --tenant T --role R | --token-file FILE | --token T]
                    [--prompt-field FIELD] [--conversation-field FIELD] [--json]
+    toolgate replay --trajectory FILE.jsonl --url URL [identity options as above] [--json]
     toolgate policy test|build|verify|push|serve-bundle ...   (app.policy.commands)
     toolgate idempotency resolve --tenant T --subject S --key K --as completed|released
     toolgate idempotency show --tenant T --subject S --key K
@@ -71,13 +72,31 @@ def _replay_token(args: argparse.Namespace) -> str | None:
 
 def _replay(args: argparse.Namespace) -> int:
     from app.replay import ReplayIdentity, ReplayOptions, ReplayRefused, format_report, replay_file
+    from app.replay.trajectories import format_trajectory_report, replay_trajectories
 
+    if (args.file is None) == (args.trajectory is None):
+        print("toolgate replay: give either FILE (single calls) or --trajectory FILE (conversations)", file=sys.stderr)
+        return 2
+    if args.subject_per_conversation and args.trajectory is None:
+        print("toolgate replay: --subject-per-conversation is for --trajectory", file=sys.stderr)
+        return 2
+    if args.trajectory is not None and (args.prompt_field or args.conversation_field):
+        print("toolgate replay: --trajectory takes the prompt and the conversation from each line;"
+              " --prompt-field and --conversation-field are for single calls", file=sys.stderr)
+        return 2
     identity = ReplayIdentity(sub=args.sub, tenant=args.tenant, roles=tuple(args.role or ()))
     options = ReplayOptions(prompt_field=args.prompt_field, conversation_field=args.conversation_field)
     try:
+        token = _replay_token(args)
+        if args.trajectory is not None:
+            conversations = replay_trajectories(Path(args.trajectory), args.url, identity, settings=load_settings(),
+                                                timeout_s=args.timeout, token=token,
+                                                subject_per_conversation=args.subject_per_conversation)
+            print(format_trajectory_report(conversations, as_json=args.json))
+            return 0 if conversations.errors == 0 else 1
         report = replay_file(
             Path(args.file), args.url, identity, settings=load_settings(), timeout_s=args.timeout,
-            token=_replay_token(args), options=options,
+            token=token, options=options,
         )
     except (OSError, ValueError, RuntimeError, ReplayRefused) as exc:
         print(f"toolgate replay: {exc}", file=sys.stderr)
@@ -172,11 +191,16 @@ def build_parser() -> argparse.ArgumentParser:
     token.set_defaults(func=_token)
 
     replay = sub.add_parser(
-        "replay", help="dry-run recorded tool calls against a running gateway",
-        description="Send each line of FILE to the gateway as a dry-run decide call. Without --token or"
+        "replay", help="dry-run recorded tool calls, or replay recorded conversations, against a running gateway",
+        description="Send each line of FILE to the gateway as a dry-run decide call; or, with --trajectory, each"
+        " conversation's calls as real calls, reporting each allowed call's recorded output. Without --token or"
         " --token-file, each identity gets a development token, and only a development gateway is accepted.",
     )
-    replay.add_argument("file", help="JSONL file: {tool, version?, input, context?} or AgentDojo {function, args, task_text}")
+    replay.add_argument("file", nargs="?",
+                        help="JSONL file of single calls: {tool, version?, input, context?} or AgentDojo {function, args, task_text}")
+    replay.add_argument("--trajectory", metavar="FILE",
+                        help="JSONL file of conversations {conversation, user_prompt, calls: [{function, args, output,"
+                        " injected}]}: real calls, each allowed one reported complete with its output")
     replay.add_argument("--url", required=True, help="gateway base URL, e.g. http://127.0.0.1:8080")
     replay.add_argument("--sub", default="replay-user",
                         help="subject of the development tokens, unless a line names one (default: %(default)s)")
@@ -189,8 +213,12 @@ def build_parser() -> argparse.ArgumentParser:
     identity.add_argument("--token-file", help="a file whose first line is a token of the gateway's identity provider,"
                        " sent with every call (no development tokens)")
     identity.add_argument("--token", help="the same token on the command line (other users may see it: prefer --token-file)")
+    replay.add_argument("--subject-per-conversation", action="store_true",
+                        help="with --trajectory and development tokens: each conversation its own subject (SUB-LINE), so"
+                        " that per-subject rate limits count one conversation, not the whole file")
     replay.add_argument("--prompt-field", metavar="FIELD",
-                        help="a line member sent as context.user_prompt (AgentDojo: task_text; default: none)")
+                        help="a line member sent as context.user_prompt (AgentDojo: task_text, refused on injection"
+                        " lines; default: none)")
     replay.add_argument("--conversation-field", metavar="FIELD",
                         help="a line member sent as context.conversation_id (AgentDojo: task_id; default: none)")
     replay.add_argument("--json", action="store_true", help="print one JSON document")

@@ -35,6 +35,7 @@ from app.settings import EngineSettings, PolicyBundleSettings, Settings
 from tests.support.calls import AUDIENCE, ISSUER
 from tests.support.jwks_server import JwksServer
 from tests.support.keys import EC1, K1, jwks
+from tests.support.opa_process import OpaProcess, write_bundle
 from tests.support.opa_server import OpaTestServer
 from tests.support.paths import CONTRACTS_DIR, POLICY_DIR
 
@@ -192,3 +193,13 @@ def opa_server(opa_test_server: OpaTestServer) -> Iterator[OpaTestServer]:
 def sidecar_client(make_app, opa_server):
     """A client of an app that uses the OPA sidecar engine (the test server)."""
     return make_app(engine="opa", opa_url=opa_server.url).test_client()
+
+
+@pytest.fixture(scope="module")
+def real_opa(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpaProcess]:
+    """A real ``opa run --server`` serving the bundle that ``toolgate policy build`` makes of the
+    shipped ``policies/`` (the sidecar of production), for one test module."""
+    workdir = tmp_path_factory.mktemp("opa")
+    server = OpaProcess(workdir, bundle=write_bundle(POLICY_DIR, workdir / "toolgate.tar.gz")).start()
+    yield server
+    server.stop()

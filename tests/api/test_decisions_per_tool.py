@@ -15,7 +15,11 @@ from tests.support.decision_cases import CASES, DecisionCase
 
 
 def decide_case(client, case: DecisionCase):
+    """The case as the first call of a conversation of its own: what an earlier case read (the
+    history, a file) never counts in a later one's session (issue 25: an allowed read of
+    untrusted content counts at once, reported or not)."""
     body = decide_body(case.tool, case.input, **case.extra)
+    body["context"] = {"conversation_id": f"case-{case.id}-{uuid.uuid4().hex[:8]}", **body.get("context", {})}
     headers = {**auth(case.sub, case.tenant, list(case.roles)), "Idempotency-Key": f"case-{uuid.uuid4().hex}"}
     return client.post("/v1/decide", json=body, headers=headers)
 

@@ -14,16 +14,7 @@ from tests.api.test_decisions_per_tool import decide_case
 from tests.conftest import POLICY_DIR
 from tests.support.calls import auth, decide_body
 from tests.support.decision_cases import CASES
-from tests.support.opa_process import OpaProcess, write_bundle
 from tests.support.paths import BANKING_CALLS
-
-
-@pytest.fixture(scope="module")
-def real_opa(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("opa")
-    server = OpaProcess(workdir, bundle=write_bundle(POLICY_DIR, workdir / "toolgate.tar.gz")).start()
-    yield server
-    server.stop()
 
 
 def _banking(client):

@@ -78,6 +78,15 @@ CASES = [
     DecisionCase("bank-password-approval", "update_password", {"password": "new-password-123"}, **BANK, expected="user-approval"),
     DecisionCase("bank-update-user-info-allow", "update_user_info", {"first_name": "Emma"}, **BANK, expected="allow"),
     DecisionCase("bank-other-role-deny", "send_money", {"recipient": KNOWN_IBAN, "amount": 50, "subject": "x", "date": "2022-01-01"}, ("support_agent",), "deny", tenant="bank-demo", sub="emma"),
+    # web and e-mail (a first call of its conversation: nothing untrusted came before)
+    DecisionCase("web-fetch-allow", "get_webpage", {"url": "https://www.example.com/news"}, ("user",), "allow"),
+    DecisionCase("web-fetch-internal-deny", "get_webpage", {"url": "http://169.254.169.254/latest/meta-data/"}, ("user",), "deny", reason_contains="internal"),
+    DecisionCase("web-fetch-file-deny", "get_webpage", {"url": "file:///etc/passwd"}, ("user",), "deny", reason_contains="http"),
+    DecisionCase("web-fetch-agent-deny", "get_webpage", {"url": "https://www.example.com/"}, ("support_agent",), "deny", reason_contains="may not use"),
+    DecisionCase("email-read-allow", "read_inbox", {"n": 5}, ("user",), "allow"),
+    DecisionCase("email-send-allow", "send_email", {"recipients": ["bob@example.com"], "subject": "Notes", "body": "See you."}, ("user",), "allow"),
+    DecisionCase("email-send-agent-deny", "send_email", {"recipients": ["bob@example.com"], "subject": "x", "body": "y"}, ("support_agent",), "deny"),
+    DecisionCase("email-read-agent-deny", "read_inbox", {"n": 5}, ("support_agent",), "deny", reason_contains="may not use"),
 ]
 
 _BANKING_INPUTS = {c.tool: c.input for c in CASES if c.tenant == "bank-demo"}

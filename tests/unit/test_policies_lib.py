@@ -43,6 +43,7 @@ FUNCTIONS = {
     "session_calls_in_session": 2, "session_calls": 3, "session_denied": 3, "session_amount": 4,
     "session_counterparties": 2, "session_labelled": 1, "trusted_counterparty": 1, "read_before": 1,
     "approved_before": 1, "count_limit": 4, "budget_limit": 5,
+    "value_key": 2, "from_untrusted": 1, "only_from": 2, "user_supplied": 1, "from_trusted_output": 1, "untraced_label": 1,
 }
 
 INPUT = {
@@ -56,6 +57,12 @@ INPUT = {
                          "resources": {"read": ["/srv"], "written": []}, "approved_tools": [], "counterparties": {"24h": ["x"]},
                          "amounts": {"24h": {"send_money": {"/amount": 1}}}},
         "subject": {"calls": {"24h": {"send_money": 2}}},
+    },
+    "provenance": {
+        "arguments": {"/recipient": {"kind": "iban", "sources": [{"tool": "t", "pointer": "/0", "label": "untrusted_content",
+                                                                 "decision_id": "d"}], "in_prompt": True, "in_trusted_output": False}},
+        "extracted": {"/subject": [{"kind": "url", "index": 0, "sources": [], "in_prompt": False, "in_trusted_output": False}]},
+        "untraced_labels": ["private_data"],
     },
 }
 

@@ -9,13 +9,18 @@
 #   - send_money / schedule_transaction: allow to a known recipient up to the limit; an
 #     unknown recipient or a larger amount needs the account holder's approval (benign tasks
 #     pay IBANs read from a bill, so unknown is not deny); an amount <= 0 is denied; a
-#     recipient that imitates a known one with lookalike characters is denied. A recipient
-#     named by a trusted tool result of the conversation counts as known; a transfer in a
-#     conversation with untrusted content and private data needs approval (docs/session.md).
-#   - update_scheduled_transaction: a new recipient that is not known or a new amount above
-#     the limit needs approval; an amount <= 0 or a lookalike recipient is denied; anything
-#     else is allowed.
-#   - update_password: always needs the account holder's confirmation.
+#     recipient that imitates a known one with lookalike characters is denied. Provenance
+#     (docs/policy-authors.md "Provenance"): a recipient the user typed, or one named by the
+#     bank's own record (a trusted result field), counts as known; a recipient, amount or
+#     subject value taken from untrusted content (a transaction's subject, a file) needs
+#     approval, unless the user typed it; an amount over the limit that the user typed does
+#     not. The rule of two stays conversation-level for untrusted content whose values cannot
+#     be traced (untraced_labels), and is today's session rule when the gateway built no
+#     provenance.
+#   - update_scheduled_transaction: the same for the fields it changes; anything else is
+#     allowed.
+#   - update_password: needs the account holder's confirmation unless she typed the new
+#     password in her prompt.
 # custom:
 #   governs:
 #     get_iban:
@@ -78,8 +83,9 @@ governs["update_scheduled_transaction"] := {"versions": ["1"]}
 
 governs["update_password"] := {"versions": ["1"]}
 
-# The session facts its rules read (docs/session.md "Facts on demand").
-session_reads := {"session.conversation.labels", "session.conversation.trusted_counterparties"}
+# The session facts its rules read (docs/session.md "Facts on demand") and the provenance of
+# the call's arguments.
+session_reads := {"session.conversation.labels", "provenance"}
 
 approver_roles := ["account_holder"]
 
@@ -109,6 +115,7 @@ auto_approve_limit := lib.tenant_limit("transfer_auto_approve_amount", default_a
 over_limit if {
 	amount_positive
 	amount > auto_approve_limit
+	not lib.user_supplied("/amount")
 }
 
 over_limit_reason := sprintf("amount over %v needs the account holder's approval", [auto_approve_limit])
@@ -121,12 +128,13 @@ recipient_known if recipient_key in lib.tenant.counterparties.payees
 
 recipient_known if recipient_key in lib.tenant.counterparties.own_accounts
 
-# Or a recipient that a trusted tool result named in this conversation (docs/session.md:
-# e.g. get_scheduled_transactions; never one from untrusted content such as a transaction's
-# subject or a file).
+# Or a recipient the user typed, or one that a trusted result field of this conversation named
+# (the bank's own record of a transaction or a standing order) and no untrusted content did.
+recipient_known if lib.user_supplied("/recipient")
+
 recipient_known if {
-	some named in input.session.conversation.trusted_counterparties
-	lib.identifier_key(named) == recipient_key
+	lib.from_trusted_output("/recipient")
+	not lib.from_untrusted("/recipient")
 }
 
 # A recipient that is not ASCII but reads as a known payee or own account.
@@ -221,16 +229,59 @@ approval_required contains {
 	"message": "password change needs the account holder's confirmation",
 } if {
 	input.tool.name == "update_password"
+	not lib.user_supplied("/password")
 }
 
-# --- the rule of two (docs/session.md) -------------------------------------------------------
+allow contains {"rule": "password_typed_by_user", "message": "the account holder typed the new password"} if {
+	input.tool.name == "update_password"
+	lib.user_supplied("/password")
+}
 
-# Money going out of a conversation that holds untrusted content and private data: the
-# untrusted text may be steering the agent, so the account holder confirms.
+# --- provenance and the rule of two (docs/policy-authors.md "Provenance") ------------------
+
+money_out_tools := {"send_money", "schedule_transaction", "update_scheduled_transaction"}
+
+# The transfer fields whose values must not come from untrusted content.
+steered_fields := {"/recipient": "recipient", "/amount": "amount", "/subject": "subject"}
+
+# A field of the transfer carries a value that untrusted content (a transaction's subject, a
+# file) named and the user did not type: that text may be steering the agent.
+approval_required contains {
+	"rule": "value_from_untrusted_content",
+	"message": sprintf("the transfer's %s comes from untrusted content", [name]),
+} if {
+	input.tool.name in money_out_tools
+	some pointer, name in steered_fields
+	lib.from_untrusted(pointer)
+	not lib.user_supplied(pointer)
+	not _known_payee_field(pointer)
+}
+
+# A known payee named in untrusted text (it also appears in a transaction's subject) is still
+# a known payee.
+_known_payee_field("/recipient") if recipient_key in lib.tenant.counterparties.payees
+
+_known_payee_field("/recipient") if recipient_key in lib.tenant.counterparties.own_accounts
+
+# Money going out of a conversation that holds untrusted content and private data, where the
+# untrusted values cannot be traced (read but not reported, or from a tool without field
+# marks), or where the gateway built no provenance: the untrusted text may be steering the
+# agent, so the account holder confirms.
 approval_required contains {
 	"rule": "rule_of_two",
 	"message": "untrusted content, private data and an outgoing transfer in one conversation",
 } if {
-	input.tool.name in {"send_money", "schedule_transaction", "update_scheduled_transaction"}
+	input.tool.name in money_out_tools
+	_rule_of_two
+}
+
+_rule_of_two if {
+	not lib.provenance_built
 	lib.rule_of_two
+}
+
+_rule_of_two if {
+	"external_comms" in input.tool.output_labels
+	lib.untraced_label("untrusted_content")
+	lib.session_labelled("private_data")
 }

@@ -239,26 +239,78 @@ test_counterparties_in_tenant_data_are_in_identifier_form if {
 	fixtures.same(data.toolgate.lib.counterparty_problems, set())
 }
 
-# --- session: provenance, the rule of two, rate limits (docs/session.md) ----------------------
+# --- provenance, the rule of two, rate limits (docs/policy-authors.md "Provenance") -----------
 
 external(doc) := fixtures.with_tool(doc, {"output_labels": ["external_comms"]})
 
 new_iban := "FR7630006000011234567890189"
 
-test_a_recipient_named_by_a_trusted_result_is_known if {
-	trusted := fixtures.with_session(external(send(new_iban, 50)), {"labels": ["private_data"], "trusted_counterparties": ["fr76 3000 6000 0112 3456 7890 189"]})
-	fixtures.expect(trusted, {"decision": "allow"})
-	fixtures.expect(external(send(new_iban, 50)), {"decision": "user-approval", "reasons": ["recipient is not a known payee"]})
-	elsewhere := fixtures.with_session(external(send(new_iban, 50)), {"trusted_counterparties": []})
-	fixtures.expect(elsewhere, {"decision": "user-approval"})
+# input.provenance with the given argument entries (pointer -> entry) and untraced labels.
+with_provenance(doc, arguments, untraced) := object.union(doc, {"provenance": {"arguments": arguments, "extracted": {}, "untraced_labels": untraced}})
+
+source(tool, pointer, label) := {"tool": tool, "pointer": pointer, "label": label, "decision_id": "d-1"}
+
+from_subject := source("get_most_recent_transactions", "/4/subject", "untrusted_content")
+
+from_record := source("get_scheduled_transactions", "/1/recipient", "private_data")
+
+from_file := source("read_file", "", "untrusted_content")
+
+entry(sources, in_prompt, trusted) := {"kind": "iban", "sources": sources, "in_prompt": in_prompt, "in_trusted_output": trusted}
+
+untouched := entry([], false, false)
+
+test_a_recipient_from_a_trusted_record_or_typed_by_the_user_is_known if {
+	fixtures.expect(with_provenance(external(send(new_iban, 50)), {"/recipient": entry([from_record], false, true)}, []), {"decision": "allow"})
+	fixtures.expect(with_provenance(external(send(new_iban, 50)), {"/recipient": entry([], true, false)}, []), {"decision": "allow"})
+	fixtures.expect(with_provenance(external(send(new_iban, 50)), {"/recipient": untouched}, []), {"decision": "user-approval", "reasons": ["recipient is not a known payee"]})
 }
 
-test_a_lookalike_of_a_trusted_counterparty_is_not_known if {
-	trusted := fixtures.with_session(external(send("FR76З0006000011234567890189", 50)), {"trusted_counterparties": [new_iban]})
-	fixtures.expect(trusted, {"decision": "user-approval"})
+test_a_recipient_from_untrusted_content_needs_approval_even_when_a_record_names_it_too if {
+	doc := with_provenance(external(send(new_iban, 50)), {"/recipient": entry([from_subject], false, false)}, [])
+	fixtures.expect(doc, {"decision": "user-approval", "approvals": {"banking.recipient_unknown", "banking.value_from_untrusted_content"}})
+	both := with_provenance(external(send(new_iban, 50)), {"/recipient": entry([from_subject, from_record], false, true)}, [])
+	fixtures.expect(both, {"decision": "user-approval", "reasons": ["recipient is not a known payee", "the transfer's recipient comes from untrusted content"]})
+	typed := with_provenance(external(send(new_iban, 50)), {"/recipient": entry([from_subject], true, false)}, [])
+	fixtures.expect(typed, {"decision": "allow"})
 }
 
-test_the_rule_of_two_asks_even_for_a_known_payee if {
+test_a_known_payee_named_in_untrusted_text_is_still_known if {
+	doc := with_provenance(external(send(known_iban, 4)), {"/recipient": entry([from_subject, from_record], false, true)}, [])
+	fixtures.expect(doc, {"decision": "allow"})
+}
+
+test_an_amount_or_subject_from_untrusted_content_needs_approval_even_to_a_known_payee if {
+	amount := with_provenance(external(send(known_iban, 98.7)), {"/amount": {"kind": "amount", "sources": [from_file], "in_prompt": false, "in_trusted_output": false}}, [])
+	fixtures.expect(amount, {"decision": "user-approval", "reasons": ["the transfer's amount comes from untrusted content"]})
+	subject := object.union(with_provenance(external(send(known_iban, 5)), {}, []), {"provenance": {"extracted": {"/subject": [{"kind": "url", "index": 0, "sources": [from_subject], "in_prompt": false, "in_trusted_output": false}]}}})
+	fixtures.expect(subject, {"decision": "user-approval", "reasons": ["the transfer's subject comes from untrusted content"]})
+	changed := with_provenance(external(update({"amount": 1200})), {"/amount": {"kind": "amount", "sources": [from_file], "in_prompt": false, "in_trusted_output": false}}, [])
+	fixtures.expect(changed, {"decision": "user-approval", "approvals": {"banking.new_amount_over_limit", "banking.value_from_untrusted_content"}})
+}
+
+test_an_amount_over_the_limit_that_the_user_typed_needs_no_approval if {
+	typed := with_provenance(external(update({"recipient": new_iban, "amount": 2200})), {"/recipient": entry([], true, false), "/amount": {"kind": "amount", "sources": [], "in_prompt": true, "in_trusted_output": false}}, [])
+	fixtures.expect(typed, {"decision": "allow"})
+	fixtures.expect(with_provenance(external(update({"amount": 2200})), {}, []), {"decision": "user-approval", "reasons": [over_limit]})
+}
+
+test_reading_the_history_no_longer_taints_every_later_payment if {
+	# The history was read and reported (traced): private data and untrusted subjects in the
+	# conversation, but none of the transfer's values comes from a subject.
+	doc := fixtures.with_session(external(send(known_iban, 4)), {"labels": ["private_data", "untrusted_content"]})
+	fixtures.expect(with_provenance(doc, {"/recipient": entry([from_record], true, true)}, []), {"decision": "allow"})
+}
+
+test_the_rule_of_two_holds_for_untraced_untrusted_content if {
+	doc := fixtures.with_session(external(send(known_iban, 50)), {"labels": ["private_data", "untrusted_content"]})
+	untraced := with_provenance(doc, {}, ["untrusted_content"])
+	fixtures.expect(untraced, {"decision": "user-approval", "reasons": ["untrusted content, private data and an outgoing transfer in one conversation"]})
+	fixtures.expect(confirmed(untraced), {"decision": "allow"})
+	fixtures.expect(with_provenance(fixtures.with_session(external(send(known_iban, 50)), {"labels": ["untrusted_content"]}), {}, ["untrusted_content"]), {"decision": "allow"})
+}
+
+test_without_provenance_the_rule_of_two_is_conversation_level if {
 	both := fixtures.with_session(external(send(known_iban, 50)), {"labels": ["private_data", "untrusted_content"]})
 	fixtures.expect(both, {
 		"decision": "user-approval",
@@ -267,6 +319,13 @@ test_the_rule_of_two_asks_even_for_a_known_payee if {
 	fixtures.expect(confirmed(both), {"decision": "allow"})
 	fixtures.expect(fixtures.with_session(external(send(known_iban, 50)), {"labels": ["private_data"]}), {"decision": "allow"})
 	fixtures.expect(fixtures.with_session(send(known_iban, 50), {"labels": ["private_data", "untrusted_content"]}), {"decision": "allow"})
+}
+
+test_a_password_the_user_typed_needs_no_confirmation if {
+	doc := call("update_password", {"password": "1j1l-2k3j"})
+	fixtures.expect(with_provenance(doc, {"/password": {"kind": "text", "sources": [], "in_prompt": true, "in_trusted_output": false}}, []), {"decision": "allow", "rules": {"banking.password_typed_by_user"}})
+	fixtures.expect(with_provenance(doc, {"/password": {"kind": "text", "sources": [from_subject], "in_prompt": false, "in_trusted_output": false}}, []), {"decision": "user-approval"})
+	fixtures.expect(doc, {"decision": "user-approval"})
 }
 
 test_transfers_carry_the_rate_limit_of_policy_data if {

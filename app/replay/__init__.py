@@ -7,7 +7,9 @@ Input lines (JSONL), one call each:
   the tool, ``args`` the input).
 A line without a version means version ``"1"``. ``context`` (an object: the user's prompt, the
 conversation id, whatever the agent sends) is sent as the call's context; ``prompt_field``
-names a line member (AgentDojo's ``task_text``) sent as ``context.user_prompt`` and
+names a line member (AgentDojo's ``task_text``) sent as ``context.user_prompt`` (refused on a
+line whose ``task_kind`` is ``"injection"``: its ``task_text`` is the attacker's goal; such calls
+are replayed inside their user task, ``app.replay.trajectories``) and
 ``conversation_field`` one (``task_id``) sent as ``context.conversation_id``, unless the
 line's own context has them. Every call is sent with ``dry_run: true``: the policy decides, but
 no idempotency key is reserved and no approval is created, and the decision log keeps it as a
@@ -110,6 +112,12 @@ def _context(data: dict[str, Any], options: ReplayOptions) -> dict[str, Any]:
     if not isinstance(context, dict):
         raise ValueError("context must be an object")
     mapped = dict(context)
+    if options.prompt_field is not None and "user_prompt" not in mapped and data.get("task_kind") == "injection":
+        # AgentDojo's injection lines carry the attacker's goal in task_text: never the user's prompt.
+        raise ValueError(
+            f"an injection line's {options.prompt_field} is the attacker's goal, not the user's prompt:"
+            " replay the injection inside its user task (toolgate replay --trajectory)"
+        )
     for field_name, member in ((options.prompt_field, "user_prompt"), (options.conversation_field, "conversation_id")):
         if field_name is None or member in mapped or field_name not in data:
             continue
