@@ -5,7 +5,8 @@ Layers, highest first; a module may import from its own layer and the layers bel
     entry     app (create_app), app.wsgi, app.cli, app.replay, app.settings_doc, app.web.*, app.mcp.*, app.console.*,
               app.*.commands
     decide    app.decide.*                      the pipeline and the other recorded calls
-    adapters  auth, contracts, engine, policy, idempotency, approvals, audit, receipts, session, redis_client, tracing, proxy
+    adapters  auth, contracts, engine, policy, idempotency, approvals, audit, receipts, session, provenance, redis_client,
+              tracing, proxy
     base      errors, settings, models, vocabulary, timefmt, jwa, bodies, fingerprint, metrics, logs, about, terminal,
               deadline
 
@@ -23,7 +24,7 @@ LAYERS = ("entry", "decide", "adapters", "base")
 _BASE = {"errors", "settings", "models", "vocabulary", "timefmt", "jwa", "bodies", "fingerprint", "metrics", "logs",
          "about", "terminal", "deadline"}
 _ADAPTERS = {"auth", "contracts", "engine", "policy", "idempotency", "approvals", "audit",
-             "receipts", "session", "redis_client", "tracing", "proxy"}
+             "receipts", "session", "provenance", "redis_client", "tracing", "proxy"}
 
 
 def layer_of(module: str) -> str:

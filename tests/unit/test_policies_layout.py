@@ -21,7 +21,7 @@ from tests.conftest import POLICY_DIR
 
 _PACKAGE = re.compile(r"^package\s+(\S+)", re.MULTILINE)
 FAMILY_FILES = sorted(p for p in (POLICY_DIR / "tools").glob("*/*.rego") if not p.name.endswith("_test.rego"))
-TENANT_KEYS = {"counterparties", "allowed_domains", "limits", "features"}
+TENANT_KEYS = {"counterparties", "allowed_domains", "limits", "features", "custom"}
 
 
 def _package(path: Path) -> str:

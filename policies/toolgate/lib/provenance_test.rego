@@ -1,5 +1,6 @@
 package toolgate.lib_test
 
+import data.toolgate.fixtures_test as fixtures
 import data.toolgate.lib
 
 # The agreed shape of input.provenance: a recipient from a transaction's subject (untrusted),
@@ -35,7 +36,11 @@ provenance_fixture := {
 	"untraced_labels": ["private_data"],
 }
 
-with_provenance := {"provenance": provenance_fixture}
+# A send_money call of the fixtures with input.provenance as the gateway builds it.
+with_provenance := object.union(
+	fixtures.call(fixtures.emma, "send_money", {"recipient": "GB29NWBK60161331926819", "amount": 98.7}),
+	{"provenance": provenance_fixture},
+)
 
 test_from_untrusted_finds_an_untrusted_source_of_the_argument_or_of_a_value_extracted_from_it if {
 	lib.from_untrusted("/recipient") with input as with_provenance
