@@ -3,9 +3,8 @@ of appearance, as ``(kind, key)`` (keys: ``app.provenance.normalize``).
 
 The patterns find what a model could copy out of the text into a call: ``http(s)://`` and
 ``www.`` links (as ``toolgate.lib.links_in``, trailing punctuation not part of them), bare
-host names, e-mail addresses (as ``toolgate.lib.emails_in``, and with a
-non-ASCII domain), IBANs written whole or in groups
-of four, international phone numbers (``+`` or ``00``) and North American ones, absolute and
+host names, e-mail addresses (as ``toolgate.lib.emails_in``, and with a non-ASCII domain),
+IBANs written whole or in groups of four, international phone numbers (``+`` or ``00``) and North American ones, absolute and
 ``./``/``~/`` file paths, amounts (digits with thousands and decimal separators, a currency
 around them or not). One scan finds them all, left to right, and a text taken by one value is
 not read again as another (an IBAN's digit groups are not amounts, a link's host is not a bare
