@@ -51,8 +51,11 @@ def call(client, tool: str, tool_input: dict[str, Any], identity, *, conversatio
     return resp.get_json()
 
 
-def complete(client, key: str, result: Any, identity) -> None:
-    resp = client.post(f"/v1/executions/{quote(key, safe='')}/complete", json={"result": result}, headers=auth(*identity))
+def complete(client, key: str, result: Any, identity, token: str | None = None) -> None:
+    """Report the call of ``key`` complete; with its reservation ``token`` the result's values are
+    remembered (docs/session.md "Provenance"), without it only its labels count."""
+    body = {"result": result} | ({"reservation_token": token} if token else {})
+    resp = client.post(f"/v1/executions/{quote(key, safe='')}/complete", json=body, headers=auth(*identity))
     assert resp.status_code == 200, resp.get_json()
 
 
@@ -100,8 +103,9 @@ def test_a_daily_payment_budget_of_50000(client):
 def test_a_recipient_from_a_trusted_result_needs_no_approval(client):
     money = {"amount": 20, "subject": "rent", "date": "2026-12-01", "recipient": NEW_IBAN}
     assert call(client, "send_money", money, EMMA, conversation="c-1")["reasons"] == ["recipient is not a known payee"]
-    call(client, "get_scheduled_transactions", {}, EMMA, conversation="c-1", key="sched-1")
-    complete(client, "sched-1", [{"id": 3, "recipient": NEW_IBAN.lower(), "amount": 20}], EMMA)
+    scheduled = call(client, "get_scheduled_transactions", {}, EMMA, conversation="c-1", key="sched-1")
+    complete(client, "sched-1", [{"id": 3, "recipient": NEW_IBAN.lower(), "amount": 20}], EMMA,
+             scheduled["idempotency"]["reservation_token"])
     assert call(client, "send_money", money, EMMA, conversation="c-1")["decision"] == "allow"
     assert call(client, "send_money", money, EMMA, conversation="c-2")["decision"] == "user-approval"
 

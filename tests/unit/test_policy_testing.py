@@ -64,9 +64,11 @@ def test_shipped_tests_cover_every_package():
         "tools.banking_test",
         "tools.commands_test",
         "tools.files_test",
+        "tools.inbox_test",
         "tools.payments_test",
         "tools.reports_test",
         "tools.tickets_test",
+        "tools.web_test",
     }
 
 

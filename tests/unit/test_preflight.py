@@ -19,7 +19,7 @@ PRODUCTION = {
     "TOOLGATE_AUTHZEN_PDP_URL": "https://toolgate.example",
 }
 #: The shipped families whose rules include approval_required.
-ASKING_FAMILIES = ("banking", "commands", "files", "payments")
+ASKING_FAMILIES = ("banking", "commands", "files", "inbox", "payments", "web")
 
 
 def _preflight(policy_dir: Path, **extra: str) -> subprocess.CompletedProcess[str]:
