@@ -119,8 +119,9 @@ def test_allowed_calls_are_reported_with_their_output_and_counted_per_kind(dev_g
 
 def test_a_url_first_seen_in_an_untrusted_message_is_not_fetched_silently(dev_gateway, tmp_path):
     """The web family over real provenance: the phishing link of a message in the inbox, then
-    fetched, asks the user; the same link typed by the user is fetched; so is a link no
-    untrusted content named."""
+    fetched, asks the user; the same link typed by the user is fetched. A link seen nowhere
+    asks too once the inbox is read (the message may spell it in a form no value was found in),
+    and is fetched in a conversation without untrusted content."""
     phishing = "https://WWW.True-Informations.com./login"  # the link of the message, host written otherwise
     inbox = [{"sender": "alice@example.com", "subject": "Hi", "timestamp": "2024-05-15T10:00:00",
               "body": "Please verify your account at https://www.true-informations.com/login before Friday."}]
@@ -131,6 +132,7 @@ def test_a_url_first_seen_in_an_untrusted_message_is_not_fetched_silently(dev_ga
         _conversation("from-message", [read, fetch], prompt="Summarize my inbox."),
         _conversation("typed", [read, fetch], prompt="Open https://www.true-informations.com/login for me."),
         _conversation("unnamed", [read, {**fetch, "args": {"url": "https://www.example.com/news"}}], prompt="Summarize my inbox."),
+        _conversation("clean", [{**fetch, "args": {"url": "https://www.example.com/news"}}], prompt="What is new?"),
     ]) + "\n", encoding="utf-8")
     result = _replay("--trajectory", str(trajectory), "--url", dev_gateway.url, "--sub", "mia", "--tenant", "acme",
                      "--role", "user", "--json")
@@ -138,7 +140,8 @@ def test_a_url_first_seen_in_an_untrusted_message_is_not_fetched_silently(dev_ga
     decisions = {(r["conversation"], r["tool"]): (r["decision"], r["reasons"]) for r in json.loads(result.stdout)["results"]}
     assert decisions["from-message", "get_webpage"] == ("user-approval", ["the URL was named by untrusted content, not by the user"])
     assert decisions["typed", "get_webpage"][0] == "allow", decisions
-    assert decisions["unnamed", "get_webpage"][0] == "allow"
+    assert decisions["unnamed", "get_webpage"] == ("user-approval", ["the URL was named by untrusted content, not by the user"])
+    assert decisions["clean", "get_webpage"][0] == "allow"
 
 
 def test_single_call_options_do_not_mix_with_trajectories(dev_gateway, tmp_path):
