@@ -195,6 +195,7 @@ class PolicyDecision(BaseModel):
     approval_ttl_s: int | None = None
     approval_quorum: int | None = None
     approval_self_approval: bool = False
+    approval_requester_only: bool = False
     approval_escalation: EscalationRule | None = None
     approval_grant_scopes: tuple[str, ...] | None = None
     approval_max_grant_ttl_s: int | None = None
@@ -424,6 +425,7 @@ class ApprovalView(BaseModel):
     quorum: int = 1
     votes: list[VoteView] = Field(default_factory=list)
     allow_self_approval: bool = False
+    requester_only: bool = False
     grant_scopes: list[GrantScope] = Field(default_factory=lambda: list[GrantScope](["once"]))
     escalation_roles: list[str] = Field(default_factory=list)
     escalate_at: str | None = None

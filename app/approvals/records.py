@@ -135,6 +135,7 @@ class ApprovalRequest(BaseModel):
     approver_roles: tuple[str, ...]
     quorum: int = 1
     allow_self_approval: bool = False
+    requester_only: bool = False
     escalation_roles: tuple[str, ...] = ()
     escalate_at_ms: int | None = None
     grant_scopes: tuple[GrantScope, ...] = ("once",)
@@ -256,6 +257,7 @@ class Approval:
                 for v in self.votes
             ],
             allow_self_approval=req.allow_self_approval,
+            requester_only=req.requester_only,
             grant_scopes=list(req.grant_scopes),
             escalation_roles=list(req.escalation_roles),
             escalate_at=rfc3339_ms(req.escalate_at_ms) if req.escalate_at_ms else None,

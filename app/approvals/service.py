@@ -171,6 +171,10 @@ class ApprovalService:
 
     @staticmethod
     def _is_approver(caller: Subject, approval: Approval) -> bool:
+        """Whether ``caller`` holds a role that answers ``approval`` (and, for an approval only
+        its requester may answer, is its requester)."""
+        if approval.request.requester_only and caller.id != approval.request.requester:
+            return False
         return bool(set(caller.roles) & set(approval.answer_roles()))
 
     def _notify(self, event_type: str, approval: Approval) -> None:
@@ -212,6 +216,7 @@ class ApprovalService:
             approver_roles=tuple(decision.approver_roles or self._default_roles),
             quorum=decision.approval_quorum or 1,
             allow_self_approval=decision.approval_self_approval,
+            requester_only=decision.approval_requester_only,
             escalation_roles=escalation.roles if escalation else (),
             escalate_at_ms=now + escalation.after_s * 1000 if escalation and escalation.after_s < ttl_s else None,
             grant_scopes=decision.approval_grant_scopes or ("once",),  # type: ignore[arg-type]

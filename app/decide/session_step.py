@@ -240,15 +240,17 @@ def settle(
 
     A completion ``bound`` to its reservation by the reservation token, of a tool whose
     contract has provenance marks, also has its values remembered in ``provenance``, in the
-    conversation of the call it reports (never one the report names), and counts as traced.
-    Raises ``DependencyUnavailable`` (503)."""
+    conversation of the call it reports (never one the report names), and counts as traced
+    unless the extraction's caps cut its result; the labels of the values that pushed out of
+    the conversation stay untraced. Raises ``DependencyUnavailable`` (503)."""
     if report.decision_id is None:
         return
     keys = _keys(subject)
     meta = contract.meta if contract else None
     outcome = Outcome.of_result(meta, result) if report.state == "completed" else Outcome(report.state)
     if report.state == "completed" and bound and provenance is not None and meta is not None and meta.output_fields:
-        outcome = replace(outcome, traced=_remember(keys, report.decision_id, meta, result, store, provenance))
+        traced, evicted = _remember(keys, report.decision_id, meta, result, store, provenance)
+        outcome = replace(outcome, traced=traced, evicted_labels=evicted)
     store.settle(keys, report.decision_id, outcome)
     if report.state != "completed" and report.in_lease:
         store.give_back(keys, report.decision_id, store.linked_shares(keys, report.decision_id), linked=True)
@@ -257,13 +259,16 @@ def settle(
 def _remember(
     keys: SubjectKeys, decision_id: str, meta: ContractMetadata, result: Any, store: SessionStore,
     provenance: ProvenanceStore,
-) -> bool:
+) -> tuple[bool, tuple[str, ...]]:
     """Remember the values of ``result`` in the conversation of ``decision_id``'s event;
-    False when the event left the session (its conversation is not known any more)."""
+    returns whether they were all remembered (False when the extraction's caps cut the result
+    or the event left the session: its conversation is not known any more) and the labels of
+    the values this pushed out of the conversation."""
     text = store.redis.run("session event", lambda client: client.hget(keys.events[1], decision_id))
     if not text:
-        return False
+        return False, ()
     event = Event.decode(text)
-    provenance.remember(keys, event.conversation, tool=event.tool, decision_id=decision_id,
-                        values=remembered(meta, result))
-    return True
+    recall = remembered(meta, result)
+    evicted = provenance.remember(keys, event.conversation, tool=event.tool, decision_id=decision_id,
+                                  values=recall.values)
+    return recall.complete, tuple(evicted)

@@ -36,7 +36,8 @@ _MAX_REASON_CHARS = 500
 _MAX_TTL_S = 7 * 86_400
 _MAX_QUORUM = 10
 _APPROVAL_MEMBERS = frozenset(
-    {"reason", "approver_roles", "ttl_s", "quorum", "allow_self_approval", "escalation", "grant_scopes", "max_grant_ttl_s"}
+    {"reason", "approver_roles", "ttl_s", "quorum", "allow_self_approval", "requester_only", "escalation", "grant_scopes",
+     "max_grant_ttl_s"}
 )
 _MAX_MATCHED_RULES = 64
 _MAX_LIMITS = 16
@@ -201,6 +202,8 @@ def _approval_rules(approval: dict[str, Any]) -> dict[str, Any]:
     - ``quorum``: 1-10 distinct approvers must approve (default 1);
     - ``allow_self_approval``: ``true`` lets the requester confirm her own call, with a
       step-up credential only (default ``false``);
+    - ``requester_only``: ``true``: no one but the requester may see or answer the approval
+      (with ``allow_self_approval``: her own step-up confirmation; default ``false``);
     - ``escalation``: ``{"after_s": 1..7 days, "roles": [string, ...]}``: unanswered after
       ``after_s``, the escalation roles are notified and may answer too;
     - ``grant_scopes``: the grant scopes an approver may choose, a subset of ``once``,
@@ -217,6 +220,10 @@ def _approval_rules(approval: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(approval["allow_self_approval"], bool):
             raise InvalidPolicyResult("approval.allow_self_approval is not a boolean")
         rules["approval_self_approval"] = approval["allow_self_approval"]
+    if "requester_only" in approval:
+        if not isinstance(approval["requester_only"], bool):
+            raise InvalidPolicyResult("approval.requester_only is not a boolean")
+        rules["approval_requester_only"] = approval["requester_only"]
     if "escalation" in approval:
         escalation = approval["escalation"]
         if not isinstance(escalation, dict) or set(escalation) != {"after_s", "roles"}:

@@ -131,7 +131,7 @@ def build(
     for pointer, raw in list(scalars(call_input, ""))[:MAX_SCALARS]:
         mark = marks.get(pointer)
         kind = mark.kind if mark is not None and mark.kind else ("text" if isinstance(raw, str) else "number")
-        lookups = value_keys(raw, mark.kind if mark else None, ())
+        lookups, _ = value_keys(raw, mark.kind if mark else None, ())
         own = next((found for found in lookups if found[0] == _KEY_KIND.get(kind, kind)), None)
         arguments[pointer] = (_Value(kind, lookups, own), raw)
         if wants_extracted and mark is not None and mark.extract and isinstance(raw, str):

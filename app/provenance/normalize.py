@@ -9,7 +9,8 @@ values.rego) computes the same keys; both are checked against tests/data/value_k
   host percent-decoded, without a trailing dot and in IDNA A-labels; a default port and the
   fragment dropped; an empty path is ``/``.
 - ``domain``: the host of a URL or a bare host name, as in a URL.
-- ``email``: ``local@domain`` lowercased, a display name dropped, the domain in A-labels.
+- ``email``: ``local@domain`` lowercased, a display name dropped, the domain mapped by UTS 46
+  and in IDNA A-labels as a URL's host (``mallory@évil.example`` is ``mallory@xn--vil-9la.example``).
 - ``iban``: uppercase without spaces: two letters, two digits, 11-30 letters or digits (the
   check digits are not verified: a made-up IBAN in a message is still the value to trace).
 - ``phone``: ``+`` and the digits of an international number (``00`` read as ``+``), the
@@ -44,9 +45,9 @@ _BARE_HOST = re.compile(r"^(?://)?[^/?#\s@:][^/?#\s]*")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _WELL_FORMED_ESCAPES = re.compile(r"^(?:[^%]|%[0-9A-Fa-f]{2})*$")
 _DEFAULT_PORTS = {"http": "80", "https": "443"}
-_EMAIL = re.compile(
-    r"^(?:[^<>]*<)?([A-Za-z0-9.!#$%&'*+/=?^_{|}~-]+)@"
-    r"([A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+)>?$"
+_EMAIL = re.compile(r"^(?:[^<>]*<)?([A-Za-z0-9.!#$%&'*+/=?^_{|}~-]+)@([^\s<>@]+?)>?$")
+_EMAIL_DOMAIN = re.compile(
+    r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)+$"
 )
 _IBAN = re.compile(r"^[A-Z]{2}[0-9]{2}[A-Z0-9]{11,30}$")
 _PHONE = re.compile(r"^(\+|00)?[0-9 ().\-/]+$")
@@ -106,7 +107,14 @@ def email_key(value: str) -> str | None:
     found = _EMAIL.match(value.strip())
     if found is None:
         return None
-    return f"{found.group(1).lower()}@{found.group(2).lower()}"
+    domain = found.group(2)
+    if not domain.isascii():
+        try:
+            domain = idna.encode(domain, uts46=True).decode("ascii")
+        except idna.IDNAError:
+            return None
+    domain = domain.lower()
+    return f"{found.group(1).lower()}@{domain}" if _EMAIL_DOMAIN.match(domain) else None
 
 
 def iban_key(value: str) -> str | None:

@@ -8,16 +8,19 @@ remembered as text (a string) or as an amount (a number), and also as the mark's
 when it is one; a free-text field (``extract``) also gives the values of the kinds it names;
 a URL also gives its host as a domain. One entry per label: a value of a field labelled
 ``private_data`` and ``untrusted_content`` is remembered under both. At most
-``MAX_SCALARS`` scalars of a result are read.
+``MAX_SCALARS`` scalars of a result are read, and of a free-text field what
+``app.provenance.extract`` reads: a result cut by either is not ``complete``, and the
+gateway counts its call as untraced.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from app.contracts.contract import ContractMetadata, OutputMark
-from app.provenance.extract import values_in
+from app.provenance.extract import scan
 from app.provenance.normalize import key
 from app.provenance.store import Remembered
 from app.session.pointers import values_at
@@ -44,10 +47,14 @@ def with_host(kind: str, value_key: str) -> list[tuple[str, str]]:
     return [(kind, value_key)] + ([("domain", host)] if host is not None else [])
 
 
-def value_keys(value: str | int | float, kind: str | None, extract: tuple[str, ...]) -> list[tuple[str, str]]:
+def value_keys(
+    value: str | int | float, kind: str | None, extract: tuple[str, ...]
+) -> tuple[list[tuple[str, str]], bool]:
     """The ``(kind, key)`` a scalar stands for: as text or amount, as ``kind``, and the values
-    of the kinds ``extract`` names when it is free text; a URL's host as a domain too."""
+    of the kinds ``extract`` names when it is free text; a URL's host as a domain too. And
+    whether those are all (False when the extraction was cut)."""
     found: list[tuple[str, str]] = []
+    complete = True
 
     def add(value_kind: str, value_key: str | None) -> None:
         if value_key is not None:
@@ -60,28 +67,40 @@ def value_keys(value: str | int | float, kind: str | None, extract: tuple[str, .
     if kind is not None:
         add(kind, key(kind, value))
     if extract and isinstance(value, str):
-        for extracted_kind, extracted_key in values_in(value, extract):
+        extracted, complete = scan(value, extract)
+        for extracted_kind, extracted_key in extracted:
             add(extracted_kind, extracted_key)
-    return found
+    return found, complete
 
 
 def _covered(path: str, marked: set[str]) -> bool:
     return any(path == m or path.startswith(m + "/") for m in marked)
 
 
-def remembered(meta: ContractMetadata, result: Any) -> list[Remembered]:
+@dataclass(frozen=True)
+class Recall:
+    """The ``values`` of a result to remember, and whether they are all of them (``complete``)."""
+
+    values: list[Remembered]
+    complete: bool
+
+
+def remembered(meta: ContractMetadata, result: Any) -> Recall:
     """The values of ``result`` to remember by ``meta``'s marks (see the module docstring)."""
     out: list[Remembered] = []
     budget = MAX_SCALARS
+    complete = True
 
     def take(mark: OutputMark | None, path: str, value: Any) -> None:
-        nonlocal budget
+        nonlocal budget, complete
         labels = (mark.labels if mark is not None else ()) or meta.output_labels
         for pointer, scalar in scalars(value, path):
             if budget <= 0:
+                complete = False
                 return
             budget -= 1
-            kinds = value_keys(scalar, mark.kind if mark else None, mark.extract if mark else ())
+            kinds, whole = value_keys(scalar, mark.kind if mark else None, mark.extract if mark else ())
+            complete = complete and whole
             out.extend(Remembered(kind, value_key, pointer, label) for kind, value_key in kinds for label in labels)
 
     marked: set[str] = set()
@@ -91,8 +110,8 @@ def remembered(meta: ContractMetadata, result: Any) -> list[Remembered]:
             take(mark, path, value)
     if meta.output_labels:
         for path, value in scalars(result, ""):
-            if budget <= 0:
-                break
             if not _covered(path, marked):
                 take(None, path, value)
-    return out
+            if budget <= 0:
+                break
+    return Recall(out, complete)

@@ -11,7 +11,9 @@ the SHA-256 of the JSON ``["provenance", conversation id or null]``)::
     toolgate:sess:{<tag>}:prov:<h>:order  sorted set: digest -> last time it was remembered (epoch ms)
 
 A conversation keeps its newest ``provenance_max_values`` digests for
-``provenance_retention_s``; a digest its newest ``MAX_SOURCES`` sources. One HMGET reads the
+``provenance_retention_s``; a digest its newest ``MAX_SOURCES`` sources. ``remember`` returns
+the labels of the values the count bound pushed out: the caller keeps them as untraced, as
+those values can no longer be traced. One HMGET reads the
 sources of every value of a call. Only the gateway writes them, from a completion report
 bound by its reservation token to a call of the same tenant and subject, into that call's
 conversation (``remember``). Every method raises ``DependencyUnavailable`` (503) when Redis
@@ -42,7 +44,8 @@ _KIND_CLASS = {"number": "amount"}
 # KEYS: hash, order. ARGV: now_ms, retention_ms, max_values, max_sources, then digest and
 # source JSON pairs. Appends each source to its digest's list (the newest max_sources kept),
 # then drops digests older than the retention and beyond the newest max_values; both keys
-# live a retention past their last write.
+# live a retention past their last write. Returns the labels of the digests the count bound
+# dropped (each once).
 REMEMBER = LuaScript("""
 local now, retain, max_values, max_sources = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 for i = 5, #ARGV, 2 do
@@ -62,10 +65,20 @@ local function drop(digests)
   end
 end
 drop(redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', now - retain))
-drop(redis.call('ZRANGE', KEYS[2], 0, -(max_values + 1)))
+local pushed_out = redis.call('ZRANGE', KEYS[2], 0, -(max_values + 1))
+local labels, lost = {}, {}
+for first = 1, #pushed_out, 500 do
+  local chunk = {unpack(pushed_out, first, math.min(first + 499, #pushed_out))}
+  for _, known in ipairs(redis.call('HMGET', KEYS[1], unpack(chunk))) do
+    for _, source in ipairs(known and cjson.decode(known) or {}) do
+      if not labels[source[3]] then labels[source[3]] = true; lost[#lost + 1] = source[3] end
+    end
+  end
+end
+drop(pushed_out)
 redis.call('PEXPIRE', KEYS[1], retain)
 redis.call('PEXPIRE', KEYS[2], retain)
-return 1
+return lost
 """)
 
 
@@ -138,18 +151,20 @@ class ProvenanceStore:
 
     def remember(
         self, keys: SubjectKeys, conversation: str | None, *, tool: str, decision_id: str, values: Iterable[Remembered]
-    ) -> int:
+    ) -> list[str]:
         """Remember ``values`` of the result of ``decision_id`` (a call of ``tool`` in
-        ``conversation``); returns how many (value, label) pairs were written."""
+        ``conversation``); returns the labels of the values this pushed out of the conversation
+        (its ``provenance_max_values`` newest kept), sorted."""
         now = now_ms()
         args: list[str | int] = [now, self.retention_ms, self.max_values, MAX_SOURCES]
         for value in values:
             source = json.dumps([tool, value.pointer, value.label, decision_id, now], separators=(",", ":"))
             args += [self.digest(keys.tenant, value.kind, value.key), source]
-        if len(args) > 4:
-            key = _hash_key(keys, conversation)
-            self.redis.eval("provenance remember", REMEMBER, [key, key + ":order"], args)
-        return (len(args) - 4) // 2
+        if len(args) == 4:
+            return []
+        key = _hash_key(keys, conversation)
+        lost = self.redis.eval("provenance remember", REMEMBER, [key, key + ":order"], args)
+        return sorted(label.decode() if isinstance(label, bytes) else label for label in lost)
 
     def sources(self, keys: SubjectKeys, conversation: str | None, digests: Sequence[str]) -> dict[str, list[Source]]:
         """The sources of each of ``digests`` remembered in ``conversation`` within the

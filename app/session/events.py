@@ -127,13 +127,16 @@ def _untrusted_field(meta: ContractMetadata, pointer: str) -> bool:
 @dataclass(frozen=True)
 class Outcome:
     """An execution report: its state, the ``labels`` a completed result brought (the
-    contract's ``output_labels``), the counterparties named by a trusted result, and whether
-    its values were ``traced`` (remembered for ``input.provenance``)."""
+    contract's ``output_labels``), the counterparties named by a trusted result, whether its
+    values were ``traced`` (all remembered for ``input.provenance``), and the labels of the
+    values remembering them pushed out of the conversation (``evicted_labels``: untraced from
+    then on)."""
 
     state: OutcomeState
     labels: tuple[str, ...] = ()
     trusted_counterparties: tuple[str, ...] = ()
     traced: bool = False
+    evicted_labels: tuple[str, ...] = ()
 
     @classmethod
     def of_result(cls, meta: ContractMetadata | None, result: Any) -> Outcome:
@@ -151,12 +154,13 @@ class Outcome:
 
     def encode(self) -> str:
         return _compact({"s": self.state, "l": list(self.labels), "tcp": list(self.trusted_counterparties),
-                         **({"tr": True} if self.traced else {})})
+                         **({"tr": True} if self.traced else {}),
+                         **({"ev": list(self.evicted_labels)} if self.evicted_labels else {})})
 
     @classmethod
     def decode(cls, text: str) -> Outcome:
         raw = json.loads(text)
-        return cls(raw["s"], tuple(raw["l"]), tuple(raw["tcp"]), bool(raw.get("tr")))
+        return cls(raw["s"], tuple(raw["l"]), tuple(raw["tcp"]), bool(raw.get("tr")), tuple(raw.get("ev", ())))
 
 
 def encode_args(display_input: dict[str, Any], max_bytes: int) -> str:

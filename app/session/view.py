@@ -5,7 +5,8 @@ said it failed (a call without a report may have run: unknown is not free). Coun
 counterparties are over executed calls; ``denied`` counts denies; ``labels`` are those every
 executed call of a tool whose contract labels its result brings, reported or not (unknown is
 not clean), ``untraced_labels`` those of the executed calls whose values were not traced (not
-reported with the reservation token, or a contract without provenance marks);
+reported with the reservation token, a contract without provenance marks, or a result cut by
+the extraction's caps) and those of remembered values a later report pushed out;
 ``trusted_counterparties`` come from completed execution reports.
 """
 
@@ -42,6 +43,14 @@ class StoredEvent:
     def traced(self) -> bool:
         """Whether the values of its result were remembered (``input.provenance``)."""
         return self.outcome is not None and self.outcome.traced
+
+    def untraced_labels(self) -> tuple[str, ...]:
+        """The labels it leaves untraced, executed: its own when its values were not traced,
+        and those of the remembered values its report pushed out."""
+        if not self.executed:
+            return ()
+        evicted = self.outcome.evicted_labels if self.outcome is not None else ()
+        return evicted if self.traced else self.event.labels + evicted
 
 
 def window_name(seconds: int) -> str:
@@ -83,8 +92,7 @@ class _Aggregate:
             if event.approved:
                 self.approved.add(event.tool)
             self.labels.update(event.labels)
-            if not stored.traced:
-                self.untraced.update(event.labels)
+            self.untraced.update(stored.untraced_labels())
             (self.written if event.mutating else self.read).update(event.resources)
         elif event.decision == "deny":
             for name in inside:
@@ -191,8 +199,8 @@ class Snapshot:
         (``input.provenance.untraced_labels``), as ``session.conversation.untraced_labels``."""
         labels: set[str] = set()
         for stored in self._earlier():
-            if stored.event.conversation == self.conversation and stored.executed and not stored.traced:
-                labels.update(stored.event.labels)
+            if stored.event.conversation == self.conversation:
+                labels.update(stored.untraced_labels())
         return sorted(labels)
 
     def history(self) -> dict[str, Any]:

@@ -306,6 +306,17 @@ default _self_approval_member := {}
 
 _self_approval_member := {"allow_self_approval": true} if _self_approval_allowed
 
+# An asking family that lets only the requester answer (`"requester_only": true`: her own
+# account, say) makes the approval hers alone: no other holder of the role sees or answers it.
+_requester_only if {
+	some family in _asking_families
+	data.tools[family].approval_rules.requester_only == true
+}
+
+default _requester_only_member := {}
+
+_requester_only_member := {"requester_only": true} if _requester_only
+
 approval_document := object.union_n([
 	{
 		"reason": concat("; ", approval_reasons),
@@ -314,6 +325,7 @@ approval_document := object.union_n([
 	},
 	_quorum_member,
 	_self_approval_member,
+	_requester_only_member,
 ])
 
 # A verified, positive approval by someone holding a required approver role.

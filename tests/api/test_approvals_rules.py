@@ -441,6 +441,25 @@ def test_the_shipped_banking_policy_lets_the_account_holder_confirm_with_a_step_
     assert allowed.get_json()["decision"] == "allow"
 
 
+def test_another_account_holder_neither_sees_nor_answers_a_holders_transfer(client):
+    """banking's approval_rules say requester_only: the approval is the account holder's own,
+    so another holder of the same role and tenant can neither answer, show nor list it."""
+    holder, other = ("emma", "bank-demo", ["account_holder"]), ("mallory", "bank-demo", ["account_holder"])
+    body = decide_body("send_money", {"recipient": "US133000000121212121212", "amount": 900.0, "subject": "refund",
+                                      "date": "2026-12-01"})
+    asked = client.post("/v1/decide", json=body, headers={**auth(*holder), "Idempotency-Key": uuid.uuid4().hex}).get_json()
+    assert asked["decision"] == "user-approval", asked
+    approval_id = asked["approval"]["approval_id"]
+    for token in (make_token(*other), make_token(*other, aud=STEP_UP)):
+        resp = client.post(f"/v1/approvals/{approval_id}", json={"approved": True}, headers=bearer(token))
+        assert_error(resp, 403, "FORBIDDEN", retryable=False)
+    assert_error(client.get(f"/v1/approvals/{approval_id}", headers=auth(*other)), 403, "FORBIDDEN", retryable=False)
+    # Her inbox: no approval she may answer, and account_holder is no default approver role.
+    assert_error(client.get("/v1/approvals", headers=auth(*other)), 403, "FORBIDDEN", retryable=False)
+    shown = client.get(f"/v1/approvals/{approval_id}", headers=auth(*holder)).get_json()["approval"]
+    assert shown["requester_only"] is True and shown["state"] == "pending"
+
+
 def test_the_shipped_payments_policy_needs_two_approvers_above_its_quorum_amount(client):
     body = pay(20000)
     asked = client.post("/v1/decide", json=body, headers={**auth(*ADMIN), "Idempotency-Key": uuid.uuid4().hex}).get_json()

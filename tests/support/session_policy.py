@@ -84,3 +84,11 @@ def write_session_policy(directory: Path) -> Path:
     (directory / "toolgate" / "decision.rego").write_text(SESSION_POLICY)
     (directory / "data.json").write_text(json.dumps(SESSION_DATA))
     return directory
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) != 2:
+        sys.exit("usage: python -m tests.support.session_policy DIR  (writes the session test policy into DIR)")
+    print(write_session_policy(Path(sys.argv[1])))

@@ -95,7 +95,7 @@ approver_roles := ["account_holder"]
 # The account holder confirms her own transfers: a policy decision, so the gateway accepts her
 # answer, but only with a step-up token (its own audience, fresh), never the token the agent
 # called with.
-approval_rules := {"allow_self_approval": true}
+approval_rules := {"allow_self_approval": true, "requester_only": true}
 
 # Rule bodies test input.tool.name against constants first: OPA indexes such conditions, so a
 # call evaluates the rules of its own tool only. Values read more than once are rules, which

@@ -355,8 +355,9 @@ test_transfers_carry_the_rate_limit_of_policy_data if {
 	fixtures.expect(call("get_balance", {}), {"rate_limits": set()})
 }
 
-test_the_account_holder_may_confirm_her_own_transfer if {
+test_the_account_holder_and_no_one_else_may_confirm_her_own_transfer if {
 	d := fixtures.decide(send("UK12345678901234567890", 98.7))
 	d.decision == "user-approval"
 	d.approval.allow_self_approval == true
+	d.approval.requester_only == true
 }

@@ -113,6 +113,7 @@ test_a_payment_over_the_quorum_amount_needs_two_approvers if {
 	d.approval.quorum == 2
 	"payment over 10000 needs two approvers" in d.reasons
 	not d.approval.allow_self_approval
+	not d.approval.requester_only
 }
 
 test_a_payment_below_the_quorum_amount_has_no_quorum if {
