@@ -40,7 +40,7 @@ test_session_reads_of_the_shipped_families if {
 	delete := data.toolgate.session_reads with input as {"tool": {"name": "deleteFile"}}
 	fixtures.same(delete, ["session.conversation.calls", "session.subject.calls", "session.windows"])
 	transfer := data.toolgate.session_reads with input as {"tool": {"name": "send_money"}}
-	fixtures.same(transfer, ["provenance", "session.conversation.labels"])
+	fixtures.same(transfer, ["provenance", "session.conversation.labels", "session.truncated"])
 	every name in {"get_webpage", "send_email"} {
 		reads := data.toolgate.session_reads with input as {"tool": {"name": name}}
 		fixtures.same(reads, ["provenance", "session.conversation.labels"])

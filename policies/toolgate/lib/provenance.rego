@@ -68,3 +68,13 @@ from_trusted_output(pointer) if input.provenance.arguments[pointer].in_trusted_o
 # A call of this conversation contributed `label` without values that can be traced (allowed but
 # not reported, or a contract without field marks): the conversation-level rule of two applies.
 untraced_label(label) if label in input.provenance.untraced_labels
+
+# This conversation holds untrusted content: a reported result labelled it, or a call whose
+# values cannot be traced did. An argument that neither the user nor a trusted result named may
+# then come from it in a spelling no value was found in ("evil[.]example").
+conversation_untrusted if {
+	provenance_built
+	session_labelled("untrusted_content")
+}
+
+conversation_untrusted if untraced_label("untrusted_content")

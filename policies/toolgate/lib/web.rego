@@ -102,27 +102,71 @@ _ipv6(host) if {
 	net.cidr_is_valid(concat("", [inner, "/128"]))
 }
 
-_internal_ranges := [
+# Addresses that are not on the public internet: this machine, private networks, link-local
+# (cloud metadata), carrier-grade NAT, benchmarking, multicast and reserved.
+_internal_ipv4_ranges := [
 	"0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16", "172.16.0.0/12",
-	"192.168.0.0/16", "::/128", "::1/128", "fc00::/7", "fe80::/10",
+	"192.0.0.0/24", "192.168.0.0/16", "198.18.0.0/15", "224.0.0.0/3",
 ]
 
-# `host` names this machine or a private network: "localhost" (and its subdomains), a
-# loopback, private, link-local (cloud metadata) or unique-local address, or an IP literal
-# in a form this library does not read (numeric IPv4 forms, malformed literals): fail closed.
-host_is_internal(host) if host_in_domain(host, "localhost")
+# The same for IPv6, and every form that embeds an IPv4 address (IPv4-compatible and -mapped,
+# NAT64, 6to4, Teredo): the IPv4 address inside may be internal.
+_internal_ipv6_ranges := [
+	"::/96", "::ffff:0:0/96", "64:ff9b::/96", "64:ff9b:1::/48", "100::/64", "2001::/32", "2002::/16",
+	"fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8",
+]
+
+# Names that only resolve on a private network (RFC 6762 .local, RFC 6761 .localhost, the
+# .internal of cloud providers and the "home.arpa" of home networks).
+_internal_domains := ["localhost", "local", "internal", "home.arpa"]
+
+# Characters that UTS 46 maps to an ASCII dot or digit in a host (a browser reads
+# "１２７。0.0.1" and "①②⑦.0.0.1" as 127.0.0.1); full-width letters and digits are in
+# `confusables`.
+_host_forms := {
+	"\u3002": ".", "\uFF0E": ".", "\uFF61": ".", # IDEOGRAPHIC, FULLWIDTH, HALFWIDTH IDEOGRAPHIC FULL STOP
+	"\u24EA": "0", "\u2460": "1", "\u2461": "2", "\u2462": "3", "\u2463": "4", # CIRCLED DIGIT ZERO..FOUR
+	"\u2464": "5", "\u2465": "6", "\u2466": "7", "\u2467": "8", "\u2468": "9", # CIRCLED DIGIT FIVE..NINE
+}
+
+# `host` with the dots and digits above, and the full-width forms, folded to ASCII.
+_host_folded(host) := lower(strings.replace_n(_host_forms, skeleton(host))) if is_string(host)
+
+# `host` names this machine or a private network: "localhost", ".local", ".internal" (and
+# their subdomains), a single-label name (resolved through the local search domains), a
+# loopback, private, link-local (cloud metadata), unique-local, multicast or reserved
+# address, an IPv6 address that embeds an IPv4 one, or an IP literal in a form this library
+# does not read (numeric IPv4 forms, malformed literals). Read after the folding above; a host
+# that holds any other non-ASCII digit may be read as an address: fail closed.
+host_is_internal(host) if _ascii_host_is_internal(_host_folded(host))
 
 host_is_internal(host) if {
+	is_string(host)
+	regex.match(`[^\P{N}0-9]`, host)
+}
+
+_ascii_host_is_internal(host) if host_in_domains(host, _internal_domains)
+
+_ascii_host_is_internal(host) if {
+	host != ""
+	not contains(host, ".")
+	not startswith(host, "[")
+}
+
+_ascii_host_is_internal(host) if {
 	_ipv4(host)
-	count(net.cidr_contains_matches(_internal_ranges, host)) > 0
+	count(net.cidr_contains_matches(_internal_ipv4_ranges, host)) > 0
 }
 
-host_is_internal(host) if {
+_ascii_host_is_internal(host) if {
 	_ipv6(host)
-	count(net.cidr_contains_matches(_internal_ranges, trim_suffix(trim_prefix(host, "["), "]"))) > 0
+	count(net.cidr_contains_matches(
+		array.concat(_internal_ipv4_ranges, _internal_ipv6_ranges),
+		trim_suffix(trim_prefix(host, "["), "]"),
+	)) > 0
 }
 
-host_is_internal(host) if {
+_ascii_host_is_internal(host) if {
 	host_is_ip(host)
 	not _ipv4(host)
 	not _ipv6(host)

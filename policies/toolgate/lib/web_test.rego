@@ -52,7 +52,7 @@ test_ip_hosts if {
 	every h in ["127.0.0.1", "10.1.2.3", "169.254.169.254", "192.168.0.1", "[::1]", "[fe80::1]", "[::ffff:127.0.0.1]", "localhost", "api.localhost", "2130706433", "0x7f.1", "0177.0.0.1", "999.1.1.1"] {
 		lib.host_is_internal(h)
 	}
-	every h in ["8.8.8.8", "[::ffff:8.8.8.8]", "[2001:db8::1]", "example.com", "10.example.com"] {
+	every h in ["8.8.8.8", "[2001:db8::1]", "[2606:4700::1111]", "example.com", "10.example.com", "b\u00fccher.de"] {
 		not lib.host_is_internal(h)
 	}
 	lib.host_is_ip("8.8.8.8")
@@ -94,4 +94,18 @@ test_emails_and_links_in_text if {
 	fixtures.same(lib.links_outside(text, ["example.com", "other.org"]), {"http://evil.io"})
 	fixtures.same(lib.links_in("no links here"), set())
 	not lib.links_in(42)
+}
+
+# A browser folds a host by UTS 46 before it reads an address, and an IPv6 literal may carry an
+# IPv4 one: every such form of an internal host, and names only a private network resolves.
+test_internal_host_forms if {
+	every h in [
+		"\uFF11\uFF12\uFF17.0.0.1", "\u2460\u2461\u2466.0.0.1", "127\u30020.0.1", "\uFF4Cocalhost",
+		"\u00B2\u00B9.0.0.1", "[::127.0.0.1]", "[::ffff:8.8.8.8]", "[64:ff9b::7f00:1]", "[2002:7f00:1::]",
+		"[ff02::1]", "224.0.0.1", "255.255.255.255", "metadata.google.internal", "svc.cluster.local",
+		"printer.home.arpa", "intranet",
+	] {
+		lib.host_is_internal(h)
+	}
+	lib.host_is_internal(lib.url_parts("http://\uFF11\uFF12\uFF17.0.0.1/").host)
 }

@@ -13,14 +13,17 @@
 #     (docs/policy-authors.md "Provenance"): a recipient the user typed, or one named by the
 #     bank's own record (a trusted result field), counts as known; a recipient, amount or
 #     subject value taken from untrusted content (a transaction's subject, a file) needs
-#     approval, unless the user typed it; an amount over the limit that the user typed does
-#     not. The rule of two stays conversation-level for untrusted content whose values cannot
-#     be traced (untraced_labels), and is today's session rule when the gateway built no
-#     provenance.
+#     approval, unless the user typed it. A sender of a past transaction is untrusted content
+#     (whoever sends money sets it): never a known payee for that. An amount over the limit
+#     needs approval even when the prompt holds that number (a prompt's "2022" may be a
+#     year). The rule of two stays conversation-level for untrusted content whose values
+#     cannot be traced (untraced_labels), and is today's session rule when the gateway built
+#     no provenance. In a session cut short (session.truncated) an untraced read may be out
+#     of sight: a transfer needs approval.
 #   - update_scheduled_transaction: the same for the fields it changes; anything else is
 #     allowed.
-#   - update_password: needs the account holder's confirmation unless she typed the new
-#     password in her prompt.
+#   - update_password: always needs the account holder's confirmation (a word of the prompt
+#     that matches the new password does not mean she chose it).
 # custom:
 #   governs:
 #     get_iban:
@@ -85,7 +88,7 @@ governs["update_password"] := {"versions": ["1"]}
 
 # The session facts its rules read (docs/session.md "Facts on demand") and the provenance of
 # the call's arguments.
-session_reads := {"session.conversation.labels", "provenance"}
+session_reads := {"session.conversation.labels", "session.truncated", "provenance"}
 
 approver_roles := ["account_holder"]
 
@@ -115,7 +118,6 @@ auto_approve_limit := lib.tenant_limit("transfer_auto_approve_amount", default_a
 over_limit if {
 	amount_positive
 	amount > auto_approve_limit
-	not lib.user_supplied("/amount")
 }
 
 over_limit_reason := sprintf("amount over %v needs the account holder's approval", [auto_approve_limit])
@@ -229,12 +231,6 @@ approval_required contains {
 	"message": "password change needs the account holder's confirmation",
 } if {
 	input.tool.name == "update_password"
-	not lib.user_supplied("/password")
-}
-
-allow contains {"rule": "password_typed_by_user", "message": "the account holder typed the new password"} if {
-	input.tool.name == "update_password"
-	lib.user_supplied("/password")
 }
 
 # --- provenance and the rule of two (docs/policy-authors.md "Provenance") ------------------
@@ -284,4 +280,14 @@ _rule_of_two if {
 	"external_comms" in input.tool.output_labels
 	lib.untraced_label("untrusted_content")
 	lib.session_labelled("private_data")
+}
+
+# The session was cut short: a read whose values cannot be traced may be among the events the
+# gateway did not read, so the rule cannot tell that the conversation is clean.
+approval_required contains {
+	"rule": "session_truncated",
+	"message": "the session is too long to check what the transfer's values came from",
+} if {
+	input.tool.name in money_out_tools
+	lib.session_truncated
 }

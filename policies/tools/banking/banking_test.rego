@@ -289,9 +289,12 @@ test_an_amount_or_subject_from_untrusted_content_needs_approval_even_to_a_known_
 	fixtures.expect(changed, {"decision": "user-approval", "approvals": {"banking.new_amount_over_limit", "banking.value_from_untrusted_content"}})
 }
 
-test_an_amount_over_the_limit_that_the_user_typed_needs_no_approval if {
-	typed := with_provenance(external(update({"recipient": new_iban, "amount": 2200})), {"/recipient": entry([], true, false), "/amount": {"kind": "amount", "sources": [], "in_prompt": true, "in_trusted_output": false}}, [])
-	fixtures.expect(typed, {"decision": "allow"})
+# The prompt's numbers are not told apart from its amounts ("2022" may be a year): an amount
+# over the limit needs approval even when the prompt holds it.
+test_an_amount_over_the_limit_needs_approval_even_when_the_prompt_holds_it if {
+	typed := with_provenance(external(update({"recipient": new_iban, "amount": 2022})), {"/recipient": entry([], true, false), "/amount": {"kind": "amount", "sources": [], "in_prompt": true, "in_trusted_output": false}}, [])
+	fixtures.expect(typed, {"decision": "user-approval", "approvals": {"banking.new_amount_over_limit"}})
+	fixtures.expect(confirmed(typed), {"decision": "allow"})
 	fixtures.expect(with_provenance(external(update({"amount": 2200})), {}, []), {"decision": "user-approval", "reasons": [over_limit]})
 }
 
@@ -321,11 +324,29 @@ test_without_provenance_the_rule_of_two_is_conversation_level if {
 	fixtures.expect(fixtures.with_session(send(known_iban, 50), {"labels": ["private_data", "untrusted_content"]}), {"decision": "allow"})
 }
 
-test_a_password_the_user_typed_needs_no_confirmation if {
-	doc := call("update_password", {"password": "1j1l-2k3j"})
-	fixtures.expect(with_provenance(doc, {"/password": {"kind": "text", "sources": [], "in_prompt": true, "in_trusted_output": false}}, []), {"decision": "allow", "rules": {"banking.password_typed_by_user"}})
-	fixtures.expect(with_provenance(doc, {"/password": {"kind": "text", "sources": [from_subject], "in_prompt": false, "in_trusted_output": false}}, []), {"decision": "user-approval"})
-	fixtures.expect(doc, {"decision": "user-approval"})
+# A word of the prompt that matches the new password ("my" in "pay my rent") does not mean the
+# account holder chose it: she confirms every change.
+test_a_password_in_the_prompt_still_needs_confirmation if {
+	doc := call("update_password", {"password": "my"})
+	typed := with_provenance(doc, {"/password": {"kind": "text", "sources": [from_subject], "in_prompt": true, "in_trusted_output": false}}, [])
+	fixtures.expect(typed, {"decision": "user-approval", "rules": {"banking.password_change"}})
+	fixtures.expect(confirmed(typed), {"decision": "allow"})
+}
+
+# A transaction's sender is set by whoever sent the money (get_most_recent_transactions marks
+# it untrusted_content): an IBAN it names is not a known payee, whatever private field holds it too.
+test_a_sender_named_by_an_incoming_transaction_is_not_a_known_payee if {
+	from_sender := source("get_most_recent_transactions", "/0/sender", "untrusted_content")
+	doc := with_provenance(external(send(attacker_iban, 900)), {"/recipient": entry([from_sender], false, false)}, [])
+	fixtures.expect(doc, {"decision": "user-approval", "approvals": {"banking.recipient_unknown", "banking.value_from_untrusted_content"}})
+}
+
+# Past the events the gateway reads, an untraced read may hide: every transfer needs approval.
+test_a_transfer_in_a_truncated_session_needs_approval if {
+	doc := object.union(with_provenance(external(send(known_iban, 50)), {}, []), {"session": {"truncated": true}})
+	fixtures.expect(doc, {"decision": "user-approval", "approvals": {"banking.session_truncated"}})
+	fixtures.expect(with_provenance(external(send(known_iban, 50)), {}, []), {"decision": "allow"})
+	fixtures.expect(confirmed(doc), {"decision": "allow"})
 }
 
 test_transfers_carry_the_rate_limit_of_policy_data if {

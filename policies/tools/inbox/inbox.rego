@@ -7,9 +7,10 @@
 #   - read_inbox: allow.
 #   - send_email: a recipient taken from untrusted content (a message, a web page: its
 #     provenance, docs/policy-authors.md "Provenance") that the user did not type and that is
-#     not a contact nor in allowed_domains needs the user's approval; so does one the user did
-#     not type in a conversation whose untrusted content cannot be traced (read but not
-#     reported), or that holds untrusted content when the gateway built no provenance.
+#     not a contact nor in allowed_domains needs the user's approval; so does, once the
+#     conversation holds untrusted content (traced or not), one that neither the user nor a
+#     trusted result named ("mallory (at) evil (dot) example" is found as no value), or any
+#     one the user did not type when the gateway built no provenance.
 #     Anything else is allowed.
 # custom:
 #   governs:
@@ -44,8 +45,9 @@ recipients := r if {
 
 allow contains {"rule": "read_only", "message": "reading the user's own inbox"} if input.tool.name == "read_inbox"
 
-# The recipient at index i came from untrusted content and not from the user; or untrusted
-# content of this conversation cannot be traced, so it may have.
+# The recipient at index i came from untrusted content and not from the user; or the
+# conversation holds untrusted content and neither the user nor a trusted result named the
+# recipient, so that content may have, in a spelling no value was found in.
 recipient_from_untrusted(i) if {
 	pointer := sprintf("/recipients/%d", [i])
 	lib.from_untrusted(pointer)
@@ -53,8 +55,10 @@ recipient_from_untrusted(i) if {
 }
 
 recipient_from_untrusted(i) if {
-	lib.untraced_label("untrusted_content")
-	not lib.user_supplied(sprintf("/recipients/%d", [i]))
+	pointer := sprintf("/recipients/%d", [i])
+	lib.conversation_untrusted
+	not lib.user_supplied(pointer)
+	not lib.from_trusted_output(pointer)
 }
 
 recipient_from_untrusted(_) if {

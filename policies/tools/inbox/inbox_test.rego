@@ -43,3 +43,15 @@ test_without_provenance_a_conversation_with_untrusted_content_asks if {
 	fixtures.expect(fixtures.with_session(send([attacker]), {"labels": ["untrusted_content"]}), {"decision": "user-approval"})
 	fixtures.expect(fixtures.with_session(send([attacker]), {"labels": ["private_data"]}), {"decision": "allow"})
 }
+
+# Once a message is in the conversation, a recipient seen nowhere ("mallory (at) evil (dot)
+# example" gives no value) may come from it: approval, unless the user or a trusted result
+# named it, or it is a contact.
+test_a_recipient_seen_nowhere_after_untrusted_content_needs_approval if {
+	read := fixtures.with_session(send([attacker]), {"labels": ["untrusted_content"]})
+	fixtures.expect(with_provenance(read, {"/recipients/0": entry([], false)}, []), {"decision": "user-approval", "approvals": {"inbox.recipient_from_untrusted_content"}})
+	fixtures.expect(with_provenance(read, {"/recipients/0": entry([], true)}, []), {"decision": "allow"})
+	trusted := with_provenance(read, {"/recipients/0": object.union(entry([], false), {"in_trusted_output": true})}, [])
+	fixtures.expect(trusted, {"decision": "allow"})
+	fixtures.expect(with_provenance(read, {"/recipients/0": entry([], false)}, []), {"decision": "allow"}) with data.tenants.acme.counterparties.contacts as [attacker]
+}

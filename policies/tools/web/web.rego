@@ -4,13 +4,15 @@
 #   get_webpage v1 (contracts/web/). Tenant data (data.tenants[<tenant>]): allowed_domains
 #   (hosts fetched whatever named them) and features.deny_untrusted_urls (deny, instead of
 #   asking a person, a URL that only untrusted content named).
-#   - A URL that is not http(s), or whose host is internal (localhost, a private or link-local
-#     address), is denied.
+#   - A URL that is not http(s), or whose host is internal (localhost, .local, .internal, a
+#     single-label name, a private, link-local, multicast or reserved address, in any form a
+#     browser folds to one), is denied.
 #   - A URL first seen in untrusted content (a web page, a message: its provenance,
 #     docs/policy-authors.md "Provenance") and not named by the user needs the user's approval,
-#     or is denied when the tenant sets features.deny_untrusted_urls; so does any URL the user
-#     did not name in a conversation whose untrusted content cannot be traced (read but not
-#     reported). A host in allowed_domains is fetched either way.
+#     or is denied when the tenant sets features.deny_untrusted_urls; so does, once the
+#     conversation holds untrusted content (traced or not), a URL that neither the user nor a
+#     trusted result named: untrusted text may have spelled it in a form no value was found
+#     in ("evil[.]example"). A host in allowed_domains is fetched either way.
 #   - Anything else is allowed.
 # custom:
 #   governs:
@@ -48,16 +50,18 @@ deny contains {"rule": "internal_host", "message": "the URL's host is internal"}
 	lib.host_is_internal(parts.host)
 }
 
-# The URL came from untrusted content and not from the user; or untrusted content of this
-# conversation cannot be traced, so it may have.
+# The URL came from untrusted content and not from the user; or the conversation holds
+# untrusted content and neither the user nor a trusted result named the URL, so that content
+# may have, in a spelling no value was found in.
 untrusted_url if {
 	lib.from_untrusted("/url")
 	not lib.user_supplied("/url")
 }
 
 untrusted_url if {
-	lib.untraced_label("untrusted_content")
+	lib.conversation_untrusted
 	not lib.user_supplied("/url")
+	not lib.from_trusted_output("/url")
 }
 
 untrusted_url if {

@@ -58,3 +58,21 @@ test_only_external_http_urls_are_fetched if {
 		fixtures.expect(fetch(url), {"decision": "deny", "denials": {"web.internal_host"}})
 	}
 }
+
+# Once a page or a message is in the conversation, a URL seen nowhere ("evil[.]example" in a
+# page gives no value) may come from it: approval, unless the user or a trusted result named
+# it, or its host is in allowed_domains.
+test_a_url_seen_nowhere_after_untrusted_content_needs_approval if {
+	read := fixtures.with_session(fetch("https://evil.example/steal"), {"labels": ["untrusted_content"]})
+	fixtures.expect(with_url_provenance(read, [], false, []), {"decision": "user-approval", "approvals": {"web.url_from_untrusted_content"}})
+	fixtures.expect(with_url_provenance(read, [], true, []), {"decision": "allow"})
+	trusted := object.union(with_url_provenance(read, [], false, []), {"provenance": {"arguments": {"/url": {"in_trusted_output": true}}}})
+	fixtures.expect(trusted, {"decision": "allow"})
+	fixtures.expect(with_url_provenance(read, [], false, []), {"decision": "allow"}) with data.tenants.acme.allowed_domains as ["evil.example"]
+}
+
+test_folded_and_ipv6_forms_of_internal_hosts_are_denied if {
+	every url in ["http://\uFF11\uFF12\uFF17.0.0.1/", "http://\u2460\u2461\u2466.0.0.1/", "http://[::127.0.0.1]/", "http://[64:ff9b::7f00:1]/", "http://[2002:7f00:1::]/", "http://metadata.google.internal/", "http://svc.cluster.local/", "http://intranet/", "http://224.0.0.1/"] {
+		fixtures.expect(fetch(url), {"decision": "deny", "denials": {"web.internal_host"}})
+	}
+}
