@@ -37,7 +37,8 @@ end
 
 # KEYS: timeline, events, outcomes, args, shares. ARGV: id, now_ms, event JSON, args JSON
 # ('' none), shares JSON ('' none), retention_ms, max_events, recent. Adds the event, then
-# drops events older than the retention or beyond the newest max_events, and the arguments
+# drops events older than the retention or beyond the newest max_events + 1 (the one more
+# tells a snapshot that the session was cut short: ``truncated``), and the arguments
 # of all but the newest ``recent``; every key lives a retention past its last write.
 NOTE = LuaScript(_DROP + """
 local id, now, retain = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[6])
@@ -46,7 +47,7 @@ redis.call('HSET', KEYS[2], id, ARGV[3])
 if ARGV[4] ~= '' then redis.call('HSET', KEYS[4], id, ARGV[4]) end
 if ARGV[5] ~= '' then redis.call('HSET', KEYS[5], id, ARGV[5]) end
 drop(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - retain))
-drop(redis.call('ZRANGE', KEYS[1], 0, -(tonumber(ARGV[7]) + 1)))
+drop(redis.call('ZRANGE', KEYS[1], 0, -(tonumber(ARGV[7]) + 2)))
 local recent = tonumber(ARGV[8])
 local older = redis.call('ZREVRANGE', KEYS[1], recent, recent + 1)
 if #older > 0 then redis.call('HDEL', KEYS[4], unpack(older)) end
