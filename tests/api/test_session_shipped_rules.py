@@ -135,3 +135,18 @@ def test_send_money_is_rate_limited_by_policy_data(client):
     assert 30 <= len(allowed) <= 30 + int(elapsed / 2) + 1
     assert limited["code"] == "RATE_LIMITED" and limited["details"] == {"rate_limit": "data.tool.send_money", "scope": "subject"}
     assert 1 <= limited["retry_after_seconds"] <= 2
+
+
+def test_an_early_untraced_read_pushed_out_by_the_event_cap_still_stops_a_transfer(make_app, redis_server, redis_client):
+    """A history read allowed but never reported, then more calls than the session keeps: the
+    read's event is dropped, the session says it was cut short, and banking's rule asks
+    (hostile review: with the cap dropping events silently, the transfer was allowed)."""
+    client = make_app(session_max_events=10).test_client()
+    known = {"amount": 20, "subject": "rent", "date": "2026-12-01", "recipient": "GB29NWBK60161331926819"}
+    call(client, "get_most_recent_transactions", {"n": 5}, EMMA, conversation="c-cap")
+    assert call(client, "send_money", known, EMMA, conversation="c-cap")["decision"] == "user-approval"
+    for _ in range(11):
+        assert call(client, "get_balance", {}, EMMA, conversation="c-cap")["decision"] == "allow"
+    after = call(client, "send_money", known, EMMA, conversation="c-cap")
+    assert after["decision"] == "user-approval"
+    assert "the session is too long to check what the transfer's values came from" in after["reasons"]
