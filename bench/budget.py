@@ -38,7 +38,7 @@ BUDGET: dict[str, tuple[float, tuple[str, ...]]] = {
     "approval": (170, ("approval",)),
     "record": (800, ("record",)),
     "web + respond": (1150, ("pipeline", "respond")),
-    "other threads": (300, ("other_threads",)),
+    "other threads": (450, ("other_threads",)),
     "whole call": (4700, ("request",)),
 }
 
