@@ -52,7 +52,8 @@ def test_the_shipped_families_declare_what_they_read_asked_once_per_tool(policy_
         assert reads.of_tool(_tool("processPayment")).members == frozenset()
         assert reads.of_tool(_tool("deleteFile")).members == {
             "session.conversation.calls", "session.subject.calls", "session.windows"}
-        assert reads.of_tool(_tool("send_money")).members == {"session.conversation.labels", "provenance"}
+        assert reads.of_tool(_tool("send_money")).members == {
+            "session.conversation.labels", "session.truncated", "provenance"}
         assert reads.of_tool(_tool("unknownTool")).members == frozenset()  # no family: the library decides
         for _ in range(3):
             assert reads.of_tool(_tool("exportReport")).revision == engine.revision()
